@@ -525,7 +525,8 @@ class Broker:
 
     @property
     def listeners(self) -> dict[str, str]:
-        """Listener name to the "host:port" clients should use (the advertised endpoint). An IPv6
+        """Listener name to the "host:port" clients should use (the advertised endpoint; a listener
+        left out of ``advertised.listeners``, served but not advertised: where it is bound). An IPv6
         host is bracketed (``[::1]:9092``), as Kafka's listener syntax writes it and clients
         (librdkafka, the Java client) parse it: ``::1:9092`` is no address to them."""
         runtime = self._running()
@@ -533,10 +534,12 @@ class Broker:
 
     @property
     def bootstrap_servers(self) -> str:
-        """Every running broker's first listener, comma-separated (one address for one broker)."""
+        """Every running broker's first advertised listener, comma-separated (one address for one
+        broker): a client bootstrapped on a listener that is not advertised would find no broker."""
         if self.is_cluster:
             return ",".join(member.bootstrap_servers for member in self._running_members())
-        return next(iter(self.listeners.values()))
+        first = next(b for b in self._running().listeners if b.is_advertised)
+        return _host_port(first.advertised_host, first.advertised_port)
 
     @property
     def broker_id(self) -> int:

@@ -10,11 +10,15 @@ The file is a Java client properties file, the one ``kafka-topics.sh --command-c
   the unsecured token Kafka's tools make (kafkapy.commands._oauthbearer), or, with
   ``sasl.login.callback.handler.class`` Kafka's OAuthBearerLoginCallbackHandler, a token from the
   OAuth/OIDC provider at ``sasl.oauthbearer.token.endpoint.url`` (kafkapy.commands._oidc_login);
-* TLS: ``ssl.truststore.type=PEM`` with ``ssl.truststore.location`` (a PEM file) or
-  ``ssl.truststore.certificates`` (PEM text); none at all trusts the system's CAs. A client
-  certificate: ``ssl.keystore.type=PEM`` with ``ssl.keystore.location`` (certificate chain and
-  key in one PEM file) and ``ssl.key.password``. ``ssl.endpoint.identification.algorithm=`` (empty)
-  turns off host name checking, as in Kafka. JKS and PKCS12 stores are refused, saying so.
+* TLS: Kafka's trust and key stores, read by the broker's reader (kafkapy.server.tls_stores) with
+  its checks and words: ``ssl.truststore.type=PEM`` with ``ssl.truststore.location`` (a PEM file)
+  or ``ssl.truststore.certificates`` (PEM text), or a PKCS12 store (``PKCS12``, or the default
+  ``JKS`` when the file is PKCS12) with ``ssl.truststore.password``; none at all trusts the
+  system's CAs. A client certificate: ``ssl.keystore.type=PEM`` with ``ssl.keystore.location``
+  (certificate chain and key in one PEM file) or inline ``ssl.keystore.certificate.chain`` and
+  ``ssl.keystore.key``, and ``ssl.key.password`` for an encrypted key; or a PKCS12 key store with
+  ``ssl.keystore.password``. ``ssl.endpoint.identification.algorithm=`` (empty) turns off host
+  name checking, as in Kafka. A store in Java's own JKS format is refused, naming the conversion.
 
 Keys the tools have no use for (``client.id``, timeouts...) are ignored, as Kafka's tools ignore
 unknown ones. Every problem is one ClientError naming the file and the key.
@@ -41,6 +45,7 @@ from kafkapy.server.config import ConfigError
 from kafkapy.server.sasl.jaas import parse_jaas_config
 from kafkapy.server.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
 from kafkapy.server.sasl.scram import ScramMechanism, salted_password
+from kafkapy.server.tls_stores import read_key_store, read_trust_store
 
 __all__ = ["add_command_config", "add_connection_options", "client_options", "read_properties",
            "security_options"]
@@ -54,7 +59,8 @@ SASL_AUTHENTICATE_VERSION = 1
 def add_command_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--command-config", metavar="FILE", default=None,
                         help="client properties for a secured broker (security.protocol, sasl.mechanism, "
-                             "sasl.jaas.config, ssl.truststore.*), as Kafka's tools take them")
+                             "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*), as Kafka's tools "
+                             "read them")
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
@@ -114,23 +120,19 @@ def security_options(properties: Mapping[str, str], source: str = "--command-con
 
 
 def _ssl_context(properties: Mapping[str, str], source: str) -> ssl.SSLContext:
-    for kind in ("truststore", "keystore"):
-        store_type = properties.get(f"ssl.{kind}.type", "").upper()
-        if properties.get(f"ssl.{kind}.location") and store_type != "PEM":
-            raise ClientError(f"{source}: kafkapy reads PEM {kind}s only: set ssl.{kind}.type=PEM "
-                              f"(ssl.{kind}.type is {store_type or 'JKS, the default'})")
-    context = ssl.create_default_context()
+    """The client's TLS context: its stores as Kafka's clients read them (the broker's reader), the
+    trust store alone trusted when there is one (Java's trust manager), else the system's CAs."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # checks the certificate and the host name
+
+    def get(key: str) -> str | None:
+        return properties.get(key) or None  # an empty value is no setting
+
     try:
-        if properties.get("ssl.truststore.location"):
-            context = ssl.create_default_context(cafile=properties["ssl.truststore.location"])
-        elif properties.get("ssl.truststore.certificates"):
-            context = ssl.create_default_context(cadata=properties["ssl.truststore.certificates"])
-        if properties.get("ssl.keystore.location"):
-            context.load_cert_chain(properties["ssl.keystore.location"],
-                                    password=properties.get("ssl.key.password") or None)
-    except (OSError, ssl.SSLError, ValueError) as exc:
-        raise ClientError(f"{source}: the TLS settings cannot be loaded: "
-                          f"{getattr(exc, 'strerror', None) or exc}") from None
+        if not read_trust_store(context, get, source):
+            context.load_default_certs()
+        read_key_store(context, get, source)
+    except ConfigError as exc:
+        raise ClientError(str(exc)) from None
     if properties.get("ssl.endpoint.identification.algorithm", "https") == "":
         context.check_hostname = False
     return context

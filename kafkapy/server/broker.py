@@ -81,12 +81,15 @@ class BoundListener:
         self.accepting = False  # the loop watches the socket for connections to accept
         self.host = host
         self.port = port
-        advertised = spec.advertised
+        # A listener left out of advertised.listeners is served but registered with no endpoint;
+        # its address below is then where it is bound, for the tests that connect to it.
+        self.is_advertised = spec.advertised is not None
+        advertised = spec.advertised or spec.bind
         # An empty host (PLAINTEXT://:9092, Kafka's default listener) binds every interface and is
         # advertised as the machine's name, as Kafka advertises InetAddress.getLocalHost's
         # canonical name: the bound 0.0.0.0 is no address a client can reach the broker at.
         self.advertised_host = advertised.host or local_host_name or host
-        # An advertised port 0 (or an un-advertised ephemeral listener) is the port actually bound.
+        # An advertised port 0 (or an ephemeral listener advertising itself) is the port actually bound.
         self.advertised_port = advertised.port or port
 
     @property
@@ -396,7 +399,7 @@ class BrokerRuntime:
             log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
 
     async def _bind(self, spec: ListenerSpec) -> BoundListener:
-        context = ssl_context(self.config, spec.name) if spec.uses_tls else None
+        context = ssl_context(self.config, spec.name, spec.security_protocol) if spec.uses_tls else None
         host = spec.bind.host or "0.0.0.0"
         # The broker owns its accept loop (not loop.create_server), so that a connection quota can
         # hold back one listener's accepts without touching the others (KIP-612).
@@ -422,7 +425,8 @@ class BrokerRuntime:
             raise ConfigError(f"cannot listen on {spec.bind}: {exc.strerror or exc} (listeners)") from None
         name = sock.getsockname()
         # the name may take a DNS lookup: off the loop, and only for a listener that needs it
-        local_host_name = None if spec.advertised.host else await asyncio.to_thread(socket.getfqdn)
+        told = spec.advertised or spec.bind
+        local_host_name = None if told.host else await asyncio.to_thread(socket.getfqdn)
         return BoundListener(spec, sock, name[0], name[1], context, local_host_name)
 
     # The accept loop: the listening socket stays registered with the event loop, and every time it
@@ -574,7 +578,7 @@ class BrokerRuntime:
 
     def registration(self) -> BrokerRegistration:
         endpoints = tuple(RegisteredEndpoint(b.name, b.spec.security_protocol, b.advertised_host,
-                                             b.advertised_port) for b in self.listeners)
+                                             b.advertised_port) for b in self.listeners if b.is_advertised)
         return BrokerRegistration(self.broker_id, endpoints, self.config["broker.rack"],
                                   dict(self.supported_features), dict(self.config.tags))
 

@@ -24,8 +24,8 @@ from kafkapy.errors import KafkaPyError
 from kafkapy.server.kafka_keys import INERT_TABLE, TLS_STORE_TABLE
 from kafkapy.validators import AtLeast, EachOneOf, NonNull, OneOf, Validator
 
-__all__ = ["INERT_KEYS", "LISTENER_PREFIX", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig", "ConfigError",
-           "ConfigKey", "load_properties", "parse_overrides", "parse_properties", "refusal"]
+__all__ = ["INERT_KEYS", "LISTENER_PREFIX", "SSL_CLIENT_AUTH", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig",
+           "ConfigError", "ConfigKey", "load_properties", "parse_overrides", "parse_properties", "refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class ConfigKey:
     acted_on: bool = True
 
 
+SSL_CLIENT_AUTH = OneOf(("required", "requested", "none"))  # Kafka's SslClientAuth, lower-cased
 LISTENER_PREFIX = "listener.name."  # listener.name.<listener in lower case>.<key>: one listener's setting
 USE_DEFAULT_BUFFER_SIZE = -1  # Kafka's Selectable.USE_DEFAULT_BUFFER_SIZE: leave the OS's socket buffer
 
@@ -118,8 +119,8 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("ssl.certfile", "string", None, "PEM certificate for SSL listeners."),
     ConfigKey("ssl.keyfile", "string", None, "PEM private key for SSL listeners."),
     ConfigKey("ssl.cafile", "string", None, "PEM CA bundle for verifying client certificates."),
-    ConfigKey("ssl.client.auth", "string", "none", "Kafka's values: none, requested, required.",
-              OneOf(("required", "requested", "none"))),
+    ConfigKey("ssl.client.auth", "string", "none", "Kafka's values: none, requested, required; "
+              "listener.name.<l>.ssl.client.auth for one listener.", SSL_CLIENT_AUTH),
     ConfigKey("sasl.enabled.mechanisms", "list", ["GSSAPI"],
               "Kafka's default. SASL mechanisms of SASL listeners (kafkapy serves PLAIN, SCRAM-SHA-256, "
               "SCRAM-SHA-512 and OAUTHBEARER); "

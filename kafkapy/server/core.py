@@ -13,6 +13,8 @@ import re
 from collections.abc import Awaitable, Mapping
 from typing import Any, Final
 
+import attrs
+
 import kafkapy
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import Request, fit_body
@@ -187,6 +189,7 @@ _CONTROLLER_ENDPOINT: Final = 2
 # The first Metadata version that may name topics by id (KIP-516); v10 and v11 carry the field but
 # Kafka refuses an id, or a null name, in them.
 _METADATA_TOPIC_IDS: Final = 12
+_METADATA_LISTENER_NOT_FOUND: Final = 6  # Kafka: LISTENER_NOT_FOUND for a leader off the listener from v6
 
 
 def _valid_topic_name(name: str) -> bool:
@@ -204,11 +207,23 @@ def _metadata_refused(version: int, requested: list[Mapping[str, Any]], error: E
                                                             "topics": topics})
 
 
+@attrs.frozen
+class _ListenerView:
+    """The brokers as one listener sees them (Kafka's MetadataCache, by the request's listener):
+    those with an endpoint on it, and what a leader without one is answered."""
+
+    reachable: frozenset[int]
+    unreachable_leader: ErrorCode  # LISTENER_NOT_FOUND from Metadata v6, LEADER_NOT_AVAILABLE before
+
+
 def _partition_metadata(info: TopicInfo, index: int, live: set[int], states: PartitionStates,
-                        offline: Mapping[int, frozenset[tuple[str, int]]]) -> dict[str, Any]:
+                        offline: Mapping[int, frozenset[tuple[str, int]]],
+                        view: _ListenerView) -> dict[str, Any]:
     """One partition as Metadata and DescribeTopicPartitions list it (see _topic_metadata). A
     replica is offline on a stopped broker, or in a log dir that failed (KIP-112: ``offline``,
-    broker id -> its replicas there), and then leads nothing, as in Kafka."""
+    broker id -> its replicas there), and then leads nothing, as in Kafka. A live broker without an
+    endpoint on the request's listener leads as ever, but is told as no leader
+    (``view.unreachable_leader``) and an offline replica, as Kafka's MetadataCache answers."""
     replicas = info.partitions[index]
     if offline:
         key = (info.name, index)
@@ -216,19 +231,23 @@ def _partition_metadata(info: TopicInfo, index: int, live: set[int], states: Par
     state = states.get((info.name, index))
     leader, epoch = partition_leadership(replicas, live, state)
     error = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
+    if leader != NO_LEADER and leader not in view.reachable:
+        log.debug("Error while fetching metadata for %s-%d: listener not found on leader %d",
+                  info.name, index, leader)
+        leader, error = NO_LEADER, view.unreachable_leader
     isr = partition_isr(replicas, live, state)
     return {"error_code": error, "partition_index": index, "leader_id": leader, "leader_epoch": epoch,
             "replica_nodes": list(replicas), "isr_nodes": isr,
-            "offline_replicas": [r for r in replicas if r not in live]}
+            "offline_replicas": [r for r in replicas if r not in live or r not in view.reachable]}
 
 
 def _topic_metadata(info: TopicInfo, live: set[int], states: PartitionStates,
-                    offline: Mapping[int, frozenset[tuple[str, int]]]) -> dict[str, Any]:
+                    offline: Mapping[int, frozenset[tuple[str, int]]], view: _ListenerView) -> dict[str, Any]:
     """A topic as Metadata lists it: the leader, leader epoch and ISR the controller stored
     (``partition_leadership``; a new partition's first live replica before its first state); a
     stored leader that is down, or an election the controller has not written yet: leader -1,
     LEADER_NOT_AVAILABLE."""
-    partitions = [_partition_metadata(info, index, live, states, offline)
+    partitions = [_partition_metadata(info, index, live, states, offline, view)
                   for index in sorted(info.partitions)]
     return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id,
             "is_internal": info.name in INTERNAL_TOPICS, "partitions": partitions,
@@ -397,6 +416,10 @@ class CoreModule(Module):
         requested = request.body.get("topics")
         known = cluster.topics  # one snapshot: the watch replaces the whole dict
         live = {b.broker_id for b in cluster.brokers}
+        on_listener = self._brokers_on(ctx.connection.listener)
+        view = _ListenerView(frozenset(b.broker_id for b, _, _ in on_listener),
+                             ErrorCode.LISTENER_NOT_FOUND if ctx.api_version >= _METADATA_LISTENER_NOT_FOUND
+                             else ErrorCode.LEADER_NOT_AVAILABLE)
         states = cluster.partition_states
         offline = cluster.offline_replicas
         topics = []
@@ -405,7 +428,7 @@ class CoreModule(Module):
             if not isinstance(self.services.authorizer, AllowAll):
                 listed = [(name, info) for name, info in listed
                           if self._allowed(ctx, "DESCRIBE", "TOPIC", name)]
-            topics = [_topic_metadata(info, live, states, offline) for _, info in listed]
+            topics = [_topic_metadata(info, live, states, offline, view) for _, info in listed]
         else:
             by_id: dict[Any, TopicInfo] | None = None
             for topic in requested:
@@ -422,13 +445,13 @@ class CoreModule(Module):
                                        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                         continue
                     if found is not None:
-                        topics.append(_topic_metadata(found, live, states, offline))
+                        topics.append(_topic_metadata(found, live, states, offline, view))
                         continue
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
                                    "topic_id": topic.get("topic_id"), "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 elif name in known and name not in creating:
-                    topics.append(_topic_metadata(known[name], live, states, offline))
+                    topics.append(_topic_metadata(known[name], live, states, offline, view))
                 else:
                     error = creating.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if _valid_topic_name(name)
                                          else ErrorCode.INVALID_TOPIC_EXCEPTION)
@@ -450,7 +473,7 @@ class CoreModule(Module):
         body = {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
-                        for b, host, port in self._brokers_on(ctx.connection.listener)],
+                        for b, host, port in on_listener],
             "cluster_id": cluster.cluster_id,
             "controller_id": cluster.controller_id,
             "topics": topics,
@@ -510,6 +533,9 @@ class CoreModule(Module):
         limit = max(min(int(self.services.config["max.request.partition.size.limit"]),
                         body["response_partition_limit"]), 1)
         live = {b.broker_id for b in cluster.brokers}
+        # (DescribeTopicPartitions has no partition error: a leader off this listener is only -1)
+        view = _ListenerView(frozenset(b.broker_id for b, _, _ in self._brokers_on(ctx.connection.listener)),
+                             ErrorCode.NONE)
         states = cluster.partition_states
         offline = cluster.offline_replicas
         topics: list[dict[str, Any]] = []
@@ -532,7 +558,7 @@ class CoreModule(Module):
             page, rest = indexes[:limit], indexes[limit:]
             topics.append({"error_code": ErrorCode.NONE, "name": name, "topic_id": info.topic_id,
                            "is_internal": name in INTERNAL_TOPICS,
-                           "partitions": [{**_partition_metadata(info, index, live, states, offline),
+                           "partitions": [{**_partition_metadata(info, index, live, states, offline, view),
                                            "eligible_leader_replicas": [], "last_known_elr": []}
                                           for index in page],
                            "topic_authorized_operations": self._operations(ctx, ResourceType.TOPIC, name)})

@@ -42,11 +42,10 @@ def controller_listener_names(config: BrokerConfig) -> list[str]:
     return value.split(",") if value else []
 
 
-def broker_listener_names(config: BrokerConfig, listeners: Sequence[str], advertised: Sequence[str],
-                          ) -> list[str]:
+def broker_listener_names(config: BrokerConfig, listeners: Sequence[str]) -> list[str]:
     """The listeners this process serves as a broker (``listeners``' names, in order), after Kafka's
     checks of the KRaft keys; a controller-only process is refused here, as kafkapy runs no
-    controller. ``advertised`` are the names in ``advertised.listeners`` (or ``listeners``)."""
+    controller (kafkapy.server.listeners then checks the advertised ones)."""
     roles = process_roles(config)
     controllers = controller_listener_names(config)
     if not roles:
@@ -80,9 +79,6 @@ def broker_listener_names(config: BrokerConfig, listeners: Sequence[str], advert
         if not set(controllers) <= set(listeners):
             raise ConfigError(f"{_NAMES_KEY} must only contain values appearing in the 'listeners' "
                               "configuration when running the KRaft controller role")
-    if not [name for name in advertised if name not in controllers]:
-        raise ConfigError("There must be at least one broker advertised listener. Perhaps all listeners "
-                          f"appear in {_NAMES_KEY}?")
     return [name for name in listeners if name not in controllers]
 
 

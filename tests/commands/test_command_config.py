@@ -1,5 +1,5 @@
 """``--command-config``: the CLI tools log in to secured brokers with Kafka's client properties
-(SASL PLAIN, SCRAM and OAUTHBEARER's unsecured tokens, TLS with a PEM trust store), and say in one
+(SASL PLAIN, SCRAM and OAUTHBEARER's unsecured tokens, TLS with Kafka's key and trust stores), and say in one
 line what is wrong."""
 
 from __future__ import annotations
@@ -123,6 +123,72 @@ def test_scram_over_tls(kafka_broker_factory: BrokerFactory, tmp_path: Path,
     assert code == 1 and "TLS handshake" in err and "CERTIFICATE_VERIFY_FAILED" in err
 
 
+def _continued(pem: str) -> str:
+    """PEM as a .properties value: one logical line continued with backslashes."""
+    return " \\\n    ".join(pem.strip().split("\n"))
+
+
+def test_client_certificates_from_kafkas_pem_and_pkcs12_stores(kafka_broker_factory: BrokerFactory,
+                                                               tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A tool's key store as Kafka's clients read it: PEM in a file or inline (chain and key, an
+    encrypted key with ssl.key.password), trust from PEM or a PKCS12 store named .jks (Java's
+    default type); kafkapy read a PEM key store file and a PEM trust store only. The broker asks
+    for certificates on MTLS alone (listener.name.mtls.ssl.client.auth)."""
+    import trustme
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from cryptography.x509 import load_pem_x509_certificate
+
+    ca = trustme.CA()
+    server, client = ca.issue_cert("127.0.0.1"), ca.issue_cert("tool@example.com", common_name="tool")
+    key = serialization.load_pem_private_key(client.private_key_pem.bytes(), None)
+
+    def pkcs8(password: str | None) -> str:
+        encryption: serialization.KeySerializationEncryption = (
+            serialization.BestAvailableEncryption(password.encode()) if password
+            else serialization.NoEncryption())
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 encryption).decode()
+
+    chain = "".join(blob.bytes().decode() for blob in client.cert_chain_pems)
+    (tmp_path / "server.pem").write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
+    server.private_key_pem.write_to_path(str(tmp_path / "server.key"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    (tmp_path / "client.pem").write_text(pkcs8(None) + chain)
+    ca_certificate = load_pem_x509_certificate(ca.cert_pem.bytes())
+    (tmp_path / "truststore.jks").write_bytes(pkcs12.serialize_key_and_certificates(
+        None, None, None, [ca_certificate], serialization.BestAvailableEncryption(b"trust-secret")))
+    broker = kafka_broker_factory({"listeners": "PLAINTEXT://127.0.0.1:0,MTLS://127.0.0.1:0",
+                                   "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL",
+                                   "ssl.certfile": str(tmp_path / "server.pem"),
+                                   "ssl.keyfile": str(tmp_path / "server.key"),
+                                   "ssl.cafile": str(tmp_path / "ca.pem"),
+                                   "listener.name.mtls.ssl.client.auth": "required"})
+    broker.seed({"over-mtls": {"partitions": 1}})
+    pem_trust = f"ssl.truststore.type=PEM\nssl.truststore.location={tmp_path / 'ca.pem'}\n"
+    configs = {
+        "pem-file": f"ssl.keystore.type=PEM\nssl.keystore.location={tmp_path / 'client.pem'}\n{pem_trust}",
+        "pem-inline": (f"ssl.keystore.type=PEM\nssl.keystore.certificate.chain={_continued(chain)}\n"
+                       f"ssl.keystore.key={_continued(pkcs8('key-secret'))}\nssl.key.password=key-secret\n"
+                       f"ssl.truststore.certificates={_continued(ca.cert_pem.bytes().decode())}\n"
+                       "ssl.truststore.type=PEM\n"),
+        "pkcs12-trust": (f"ssl.keystore.type=PEM\nssl.keystore.location={tmp_path / 'client.pem'}\n"
+                         f"ssl.truststore.location={tmp_path / 'truststore.jks'}\n"
+                         "ssl.truststore.password=trust-secret\n"),
+        "no-certificate": pem_trust,
+    }
+    for name, text in configs.items():
+        path = tmp_path / f"{name}.properties"
+        path.write_text("security.protocol=SSL\n" + text)
+        code, out, err = run(capsys, "topics", "--bootstrap-server", broker.listeners["MTLS"],
+                             "--command-config", str(path), "--list")
+        if name == "no-certificate":  # the handshake is refused: one line
+            assert code == 1 and err.count("\n") == 1 and out == "", err
+        else:
+            assert (code, err, out.split()) == (0, "", ["over-mtls"]), name
+
+
 @pytest.mark.parametrize(("values", "message"), [
     ({"security.protocol": "SASL_PLAIN"}, "security.protocol 'SASL_PLAIN' is not one of"),
     ({"security.protocol": "SASL_PLAINTEXT"}, "needs sasl.jaas.config"),
@@ -130,7 +196,13 @@ def test_scram_over_tls(kafka_broker_factory: BrokerFactory, tmp_path: Path,
      "sasl.mechanism GSSAPI is not one kafkapy's tools speak"),
     ({"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": 'Mod required username="u" password="p'},
      "unterminated quoted value"),
-    ({"security.protocol": "SSL", "ssl.truststore.location": "/x.jks"}, "kafkapy reads PEM truststores only"),
+    ({"security.protocol": "SSL", "ssl.truststore.location": "/x.jks"},
+     "Failed to load SSL keystore /x.jks of type JKS: No such file or directory"),
+    # Kafka's client checks its stores as its broker does, in the same words
+    ({"security.protocol": "SSL", "ssl.keystore.type": "PEM", "ssl.keystore.key": "k"},
+     "SSL private key is specified, but certificate chain is not specified."),
+    ({"security.protocol": "SSL", "ssl.keystore.type": "BKS", "ssl.keystore.location": "/x.bks",
+      "ssl.keystore.password": "p"}, "ssl.keystore.type BKS is not one kafkapy reads"),
 ])
 def test_bad_properties_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                      values: dict[str, str], message: str) -> None:

@@ -17,6 +17,7 @@ from observer_fixtures import RecordingObserver
 from server_wire import Closed, KafkaSocket, split_address
 
 from kafkapy import Broker
+from kafkapy.errors import ErrorCode
 from kafkapy.server.config import ConfigError
 from kafkapy.server.fastpaths import FastPaths
 
@@ -125,6 +126,54 @@ def test_advertised_listeners_show_in_metadata() -> None:
             assert "plaintext://kafka.example.com:19092" in tags["endpoints"]
 
 
+def test_a_listener_left_out_of_advertised_listeners_is_served_and_not_advertised() -> None:
+    """Kafka's advertised.listeners, when set, is the whole list advertised: INTERNAL is bound and
+    answers, but no broker has an endpoint on it, so a Metadata request arriving on it lists no
+    broker, and the partition's leader is -1 with LISTENER_NOT_FOUND (v6 on; LEADER_NOT_AVAILABLE
+    before) and an offline replica, as Kafka's MetadataCache answers. kafkapy advertised INTERNAL at
+    its bound address, one listener at a time."""
+    from confluent_kafka.admin import AdminClient
+
+    with Broker({**TWO_LISTENERS, "advertised.listeners": "PLAINTEXT://127.0.0.1:0"}) as b:
+        b.seed({"t": {"partitions": 1}})
+        bound = _bound(b)
+        assert b.listeners == bound and b.bootstrap_servers == bound["PLAINTEXT"]
+        host, port = split_address(bound["PLAINTEXT"])
+        assert _metadata_brokers(bound["PLAINTEXT"]) == [(b.broker_id, host, port)]
+        assert _metadata_brokers(bound["INTERNAL"]) == []
+        with KafkaSocket(bound["INTERNAL"]) as s:
+            for version, error in ((12, ErrorCode.LISTENER_NOT_FOUND), (6, ErrorCode.LISTENER_NOT_FOUND),
+                                   (5, ErrorCode.LEADER_NOT_AVAILABLE)):
+                (topic,) = s.call(3, version, {"topics": [{"name": "t"}]}).body["topics"]
+                (partition,) = topic["partitions"]
+                assert (partition["error_code"], partition["leader_id"], partition["replica_nodes"],
+                        partition["isr_nodes"], partition["offline_replicas"]) == (
+                    error, -1, [b.broker_id], [b.broker_id], [b.broker_id])
+            assert s.call(60, 0, {}).body["brokers"] == []  # DescribeCluster: the same brokers
+        with KafkaSocket(bound["PLAINTEXT"]) as s:
+            (topic,) = s.call(3, 12, {"topics": [{"name": "t"}]}).body["topics"]
+            assert [(p["error_code"], p["leader_id"]) for p in topic["partitions"]] == [(0, b.broker_id)]
+        metadata = AdminClient({"bootstrap.servers": b.bootstrap_servers}).list_topics(timeout=10)
+        assert [str(x) for x in metadata.brokers.values()] == [f"{bound['PLAINTEXT']}/{b.broker_id}"]
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"advertised.listeners": "PLAINTEXT://127.0.0.1:0,EXTERNAL://example.com:9092",
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT"},
+     "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. "
+     "Found PLAINTEXT,EXTERNAL. The valid options based on the current configuration are PLAINTEXT"),
+    ({**TWO_LISTENERS, "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
+      "inter.broker.listener.name": "INTERNAL"},
+     "inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+     "The valid options based on currently configured listeners are PLAINTEXT"),
+    ({**TWO_LISTENERS, "advertised.listeners": ""}, "There must be at least one broker advertised listener."),
+])
+def test_advertised_listeners_are_checked_in_kafkas_words(settings: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as refused, Broker(settings):
+        pass
+    assert str(refused.value) == message
+
+
 def test_an_empty_listener_host_is_advertised_as_the_machines_name_as_in_kafka() -> None:
     """listeners=PLAINTEXT://:9092 (Kafka's default, and its KRaft example's) binds every interface
     and Kafka advertises the machine's canonical name; kafkapy told clients to connect to 0.0.0.0,
@@ -144,6 +193,14 @@ def test_an_empty_listener_host_is_advertised_as_the_machines_name_as_in_kafka()
     everywhere_told_one = {"listeners": "PLAINTEXT://0.0.0.0:0", "advertised.listeners": "PLAINTEXT://127.0.0.1:0"}
     with Broker(everywhere_told_one) as b:
         assert split_address(b.listeners["PLAINTEXT"])[0] == "127.0.0.1"
+    # a listener advertised.listeners leaves out is not advertised: its 0.0.0.0 is no refusal
+    internal_only = {**TWO_LISTENERS, "listeners": "PLAINTEXT://0.0.0.0:0,INTERNAL://127.0.0.1:0",
+                     "advertised.listeners": "INTERNAL://127.0.0.1:0",
+                     "inter.broker.listener.name": "INTERNAL"}
+    with Broker(internal_only) as b:
+        assert split_address(b.listeners["PLAINTEXT"])[0] == "0.0.0.0"
+        host, port = split_address(b.listeners["INTERNAL"])
+        assert _metadata_brokers(b.listeners["INTERNAL"]) == [(b.broker_id, host, port)]
 
 
 # --- SSL ----------------------------------------------------------------------------------------

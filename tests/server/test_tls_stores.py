@@ -307,6 +307,80 @@ def test_a_sasl_ssl_listener_takes_its_own_pem_store(server: trustme.LeafCert,
         assert [r.value for r in broker.records("sasl-over-pem")] == [b"v"]
 
 
+# --- ssl.client.auth per listener -----------------------------------------------------------------
+
+def _delivered(producer: Producer, topic: str) -> list[object]:
+    """What librdkafka's delivery reports said of one record sent."""
+    reports: list[object] = []
+    producer.produce(topic, b"v", on_delivery=lambda error, _: reports.append(error))
+    producer.flush(TIMEOUT_S)
+    return reports
+
+
+def test_ssl_client_auth_per_listener_as_kafka_reads_it(ca: trustme.CA, keystore_file: str,
+                                                        client_files: dict[str, str]) -> None:
+    """listener.name.mtls.ssl.client.auth=required asks MTLS's clients for a certificate, and TLS, with
+    the plain key's none, accepts a client without one (kafkapy applied the plain key to every SSL
+    listener). librdkafka with a certificate on one, without on the other; kcat without on MTLS."""
+    settings = {"listeners": "MTLS://127.0.0.1:0,TLS://127.0.0.1:0",
+                "listener.security.protocol.map": "MTLS:SSL,TLS:SSL", "inter.broker.listener.name": "TLS",
+                "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore_file,
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": client_files["ca"],
+                "listener.name.mtls.ssl.client.auth": "required"}
+    with Broker(settings) as broker:
+        with_certificate = Producer({
+            "bootstrap.servers": broker.listeners["MTLS"], "security.protocol": "SSL",
+            "ssl.ca.location": client_files["ca"], "ssl.certificate.location": client_files["certificate"],
+            "ssl.key.location": client_files["key"]})
+        without = Producer({"bootstrap.servers": broker.listeners["TLS"], "security.protocol": "SSL",
+                            "ssl.ca.location": client_files["ca"]})
+        assert _delivered(with_certificate, "mtls") == _delivered(without, "tls") == [None]
+        principals = {c.listener: c.principal for c in broker.connections()}
+        assert principals["MTLS"].startswith("User:CN=client,OU=Testing cert")
+        assert principals["TLS"] == "User:ANONYMOUS"
+        anonymous = subprocess.run(["kcat", "-b", broker.listeners["MTLS"], "-X", "security.protocol=ssl",
+                                    "-X", f"ssl.ca.location={client_files['ca']}", "-L", "-m", "5"],
+                                   capture_output=True, text=True, timeout=60)
+        assert anonymous.returncode != 0  # no client certificate: MTLS refuses the handshake
+        assert sorted(r.value for r in broker.records("mtls") + broker.records("tls")) == [b"v", b"v"]
+
+
+def test_a_sasl_ssl_listener_asks_for_certificates_only_by_its_own_key(
+        ca: trustme.CA, client: trustme.LeafCert, keystore_file: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's ChannelBuilders: SASL authenticates a SASL_SSL listener's clients, so the plain
+    ssl.client.auth is not applied to it (with Kafka's warning); its listener-prefixed key is."""
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="secret";'
+    settings = {"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.jaas.config": jaas,
+                "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore_file,
+                "ssl.truststore.type": "PEM", "ssl.truststore.certificates": ca.cert_pem.bytes().decode(),
+                "ssl.client.auth": "required"}
+
+    def versions(broker: Broker, leaf: trustme.LeafCert | None) -> int:
+        context = ssl.create_default_context()
+        ca.configure_trust(context)
+        if leaf is not None:
+            leaf.configure_cert(context)
+        with KafkaSocket(broker.bootstrap_servers, ssl_context=context) as s:
+            return int(s.call(18, 0).body["error_code"])
+
+    with Broker(settings) as broker:
+        assert versions(broker, None) == 0
+    assert "is applied only to SSL listeners. Listener-prefixed configuration can be used" in caplog.text
+    with Broker({**settings, "listener.name.sasl_ssl.ssl.client.auth": "required"}) as broker:
+        assert versions(broker, client) == 0
+        with pytest.raises((ssl.SSLError, ConnectionError, Closed)):
+            versions(broker, None)
+
+
+def test_a_listeners_ssl_client_auth_is_checked_as_the_plain_key(keystore_file: str) -> None:
+    settings = {**TLS, "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore_file,
+                "listener.name.ssl.ssl.client.auth": "always"}
+    assert _refusal(settings) == ("Invalid value always for configuration ssl.client.auth: "
+                                  "String must be one of: required, requested, none")
+
+
 # --- Java stores: PKCS12 (keytool's format since Java 9, whatever the file's name), JKS refused ------
 
 def _pkcs12(path: Path, leaf: trustme.LeafCert | None, trusted: list[trustme.CA], password: str) -> str:
