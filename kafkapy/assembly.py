@@ -21,7 +21,7 @@ the list of default modules lives here, above the modules.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
 
 from kafkapy.acls import AclsModule
@@ -165,14 +165,17 @@ def make_store(config: BrokerConfig) -> MetadataStore:
 
 
 def assemble(config: BrokerConfig, *, store: MetadataStore | None = None,
-             extra_modules: Iterable[type[Module]] = (), fast_paths: FastPaths = ALL_FAST_PATHS
-             ) -> BrokerRuntime:
+             extra_modules: Iterable[type[Module]] = (), fast_paths: FastPaths = ALL_FAST_PATHS,
+             log_dirs_to_adopt: Mapping[int, Sequence[str]] | None = None) -> BrokerRuntime:
     """A broker ready to ``start()``, on the running loop. A store passed in stays the caller's
     (not started or closed by the broker); otherwise one is made from the config. ``fast_paths``
-    is for tests that hold the fast paths equal to the plain ones."""
+    is for tests that hold the fast paths equal to the plain ones. ``log_dirs_to_adopt``: the
+    brokers' log dirs (broker id -> dirs) whose topics this one makes if the store starts empty
+    (kafkapy.server.adoption; by default its own when the store is its own)."""
     classes = dependency_order(module_classes(config, extra_modules))
     config = config.with_keys(key for cls in classes for key in cls.config_keys)
     runtime = BrokerRuntime(config, store if store is not None else make_store(config),
-                            owns_store=store is None, fast_paths=fast_paths)
+                            owns_store=store is None, fast_paths=fast_paths,
+                            log_dirs_to_adopt=log_dirs_to_adopt)
     runtime.install([cls(runtime.services_for(cls)) for cls in classes])
     return runtime

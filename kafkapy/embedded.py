@@ -77,6 +77,7 @@ from kafkapy.inspection.shares import (
     share_partition_views,
 )
 from kafkapy.inspection.transactions import TransactionView, transaction_views
+from kafkapy.log.manager import configured_log_dirs
 from kafkapy.observers.history import HISTORY_OBSERVER, HistoryEntry, RequestHistory, with_history
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.seeding import SeedError, TopicSeed, parse_seed, placed
@@ -262,6 +263,9 @@ class Broker:
         self._stopped = False  # a Broker (a whole cluster) runs once: its store and logs close
         self._cluster: Broker | None = None  # set on the brokers of a cluster: the whole
         self._owns_store = False
+        # Set by a cluster on its first broker: every broker's log dirs, adopted if the store
+        # starts empty (kafkapy.server.adoption).
+        self._log_dirs_to_adopt: Mapping[int, Sequence[str]] | None = None
         # The coordinator outages of this broker, or of this cluster, which its brokers share.
         self._coordinator_outages = CoordinatorOutages()
         if brokers > 1 and store is None and not self.config["zookeeper.connect"]:
@@ -310,6 +314,12 @@ class Broker:
             try:
                 if self._owns_store and self.store is not None:  # reads the metadata kept on disk
                     await asyncio.to_thread(self.store.start)
+                    # An empty store: the first broker to start makes the topics of every broker's
+                    # log dirs written before the metadata was kept (kafkapy.server.adoption).
+                    self.brokers[0]._log_dirs_to_adopt = {
+                        member.config["broker.id"]: configured_log_dirs(member.config["log.dirs"],
+                                                                        member.config["log.dir"])
+                        for member in self.brokers}
                 for member in self.brokers:
                     member._loop, member._thread = self._loop, self._thread
                     await member.start()
@@ -320,7 +330,8 @@ class Broker:
                 raise
             return self
         runtime = assemble(self.config, store=self.store, extra_modules=self.module_classes or (),
-                           fast_paths=self.fast_paths)
+                           fast_paths=self.fast_paths, log_dirs_to_adopt=self._log_dirs_to_adopt)
+        self._log_dirs_to_adopt = None  # once: a broker started again finds the topics made
         await runtime.start()
         self.runtime, self.store = runtime, runtime.store
         faults_module = _find_module(runtime, FaultsModule)

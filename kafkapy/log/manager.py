@@ -68,7 +68,8 @@ from kafkapy.log.segments import FileLog
 from kafkapy.log.topic_config import LogConfig
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "AllLogDirsFailed", "LogDirDescription", "LogManager",
-           "MetaPropertiesMismatch", "configured_log_dirs", "storage_error", "stored_broker_id"]
+           "MetaPropertiesMismatch", "check_meta_properties", "configured_log_dirs", "storage_error",
+           "stored_broker_id"]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -138,6 +139,24 @@ class LogDirDescription:
     # The future replicas moving here: (bytes copied, how far behind the current log's end).
     futures: dict[TopicPartition, tuple[int, int]] = attrs.Factory(dict)
     online: bool = True
+
+
+def check_meta_properties(directory: Path, broker_id: int, cluster_id: str | None) -> bool:
+    """Whether ``directory`` has a meta.properties; MetaPropertiesMismatch when it names another
+    broker, or another cluster than ``cluster_id`` (Kafka's InconsistentBrokerIdException and
+    InconsistentClusterIdException)."""
+    path = directory / META_PROPERTIES
+    if not path.exists():
+        return False
+    found = read_meta_properties(path)
+    if found.get("broker.id") not in (None, str(broker_id)):
+        raise MetaPropertiesMismatch(
+            f"{path} is broker {found['broker.id']}'s, not {broker_id}'s: to serve its "
+            f"logs set broker.id={found['broker.id']}; for a new broker, empty the directory"
+        )
+    if cluster_id and found.get("cluster.id") not in (None, cluster_id):
+        raise MetaPropertiesMismatch(f"{path} is cluster {found['cluster.id']}'s, not {cluster_id}'s")
+    return True
 
 
 def write_clean_shutdown(directory: Path, broker_epoch: int = -1) -> None:
@@ -343,17 +362,7 @@ class LogManager:
 
     def _check_meta_properties(self, directory: Path) -> None:
         path = directory / META_PROPERTIES
-        if path.exists():
-            found = read_meta_properties(path)
-            if found.get("broker.id") not in (None, str(self.broker_id)):
-                raise MetaPropertiesMismatch(
-                    f"{path} is broker {found['broker.id']}'s, not {self.broker_id}'s: to serve its "
-                    f"logs set broker.id={found['broker.id']}; for a new broker, empty the directory"
-                )
-            if self.cluster_id and found.get("cluster.id") not in (None, self.cluster_id):
-                raise MetaPropertiesMismatch(
-                    f"{path} is cluster {found['cluster.id']}'s, not {self.cluster_id}'s"
-                )
+        if check_meta_properties(directory, self.broker_id, self.cluster_id):
             return
         lines = ["#", "#Written by kafkapy", "version=0", f"broker.id={self.broker_id}"]
         if self.cluster_id:

@@ -16,10 +16,11 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from kafkapy.log.manager import configured_log_dirs, stored_broker_id
+from kafkapy.log.manager import MetaPropertiesMismatch, configured_log_dirs, stored_broker_id
 from kafkapy.protocol.framing import READ_SIZE
 from kafkapy.server import eager
 from kafkapy.server.accept import in_place_transport
+from kafkapy.server.adoption import adopt_log_dirs
 from kafkapy.server.auth import Authorizer, StoreBackedAuthorizer, load_authorizer
 from kafkapy.server.clock import call_later_real, wait_real, wall_clock_of
 from kafkapy.server.config import USE_DEFAULT_BUFFER_SIZE, BrokerConfig, ConfigError, ConfigKey
@@ -50,6 +51,7 @@ from kafkapy.store.base import (
     TopicInfo,
     Watch,
 )
+from kafkapy.store.durable import DurableStore
 
 if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo
@@ -222,8 +224,12 @@ class BrokerRuntime:
     modules built with ``services_for``, then ``start``."""
 
     def __init__(self, config: BrokerConfig, store: MetadataStore, *, owns_store: bool,
-                 fast_paths: FastPaths = ALL_FAST_PATHS) -> None:
+                 fast_paths: FastPaths = ALL_FAST_PATHS,
+                 log_dirs_to_adopt: Mapping[int, Sequence[str]] | None = None) -> None:
         self.config = config
+        # Whose log dirs (broker id -> dirs) this broker adopts the topics of when its store starts
+        # empty (kafkapy.server.adoption); None: its own, if it owns the store.
+        self.log_dirs_to_adopt = log_dirs_to_adopt
         self._send_buffer: int = config["socket.send.buffer.bytes"]
         self.fast_paths = fast_paths
         # Coroutines of the accept gate and admission: stepped in place, or left to a task.
@@ -363,6 +369,7 @@ class BrokerRuntime:
                 requested = -1 if stored is None else stored
             self.broker_id = requested if requested >= 0 else await asyncio.to_thread(
                 store.allocate_broker_id, self.config["reserved.broker.max.id"])
+            await asyncio.to_thread(self._adopt_log_dirs)
             for spec in specs:
                 self.listeners.append(await self._bind(spec))
             self.cluster.cluster_id = await asyncio.to_thread(store.cluster_id)
@@ -397,6 +404,25 @@ class BrokerRuntime:
             raise
         for listener in self.listeners:
             log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
+
+    def _adopt_log_dirs(self) -> None:
+        """A store that starts empty beside log dirs an older kafkapy wrote: their topics made
+        before any module starts (kafkapy.server.adoption). A dir of another broker or cluster
+        fails the start before anything is made, in the data plane's words."""
+        store = self.store
+        if not (isinstance(store, DurableStore) and store.started_empty):
+            return
+        log_dirs = self.log_dirs_to_adopt
+        if log_dirs is None:
+            if not self.owns_store:
+                return
+            log_dirs = {self.broker_id: configured_log_dirs(self.config.get("log.dirs"),
+                                                            self.config.get("log.dir"))}
+        try:
+            adopt_log_dirs(store, log_dirs, store.cluster_id(), self.internal_topics)
+        except MetaPropertiesMismatch as exc:
+            dirs = ",".join(d for broker_dirs in log_dirs.values() for d in broker_dirs)
+            raise ConfigError(f"log.dirs {dirs}: {exc}") from None
 
     async def _bind(self, spec: ListenerSpec) -> BoundListener:
         context = ssl_context(self.config, spec.name, spec.security_protocol) if spec.uses_tls else None

@@ -17,6 +17,10 @@ epochs never go back), the generated broker id sequence and seed 001's persisten
 not: broker registrations, the controller and coordinator elections and the offline replicas,
 ephemeral as in a ZooKeeper session.
 
+``started_empty`` says whether ``start()`` read no change at all (a first start): the runtime then
+adopts the topics of log dirs an older kafkapy wrote (kafkapy.server.adoption); the store itself
+reads no partition directory.
+
 Handles made by ``peer()`` share the state and the journal, as MemoryStore's do; the files are
 released (their lock too) when the last handle closes.
 """
@@ -105,6 +109,9 @@ class DurableStore(MemoryStore):
         self._wanted_cluster_id = cluster_id
         self._journal = MetadataJournal(self.directory, snapshot_bytes, flush_messages=flush_messages,
                                         flush_ms=flush_ms)
+        # start() read no change: the directory had no metadata files (or only those a start wrote
+        # before storing anything), so log dirs beside it may be an older kafkapy's to adopt.
+        self.started_empty = False
 
     def start(self) -> None:
         """Read the directory (once): the state as it was left."""
@@ -120,6 +127,7 @@ class DurableStore(MemoryStore):
                 raise StoreError(f"cluster.id {self._wanted_cluster_id!r} does not match {cluster_id!r} "
                                  f"stored in {self.directory}")
             c.cluster_id = cluster_id
+            self.started_empty = not changes
             for change in changes:
                 apply_change(c, change)
             c.sink = _JournalSink(self._journal, c)
