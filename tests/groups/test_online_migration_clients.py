@@ -303,9 +303,8 @@ def test_a_mixed_group_comes_back_from_consumer_offsets_after_a_restart(tmp_path
         running.close()  # the members are still in the group when the broker goes
         for c in consumers:
             c.close()
-    with Broker(broker_settings(tmp_path)) as running:
+    with Broker(broker_settings(tmp_path)) as running:  # the topic is kept (the metadata journal)
         module = groups_module(running)
-        create_topic(running, TIMEOUT_S)
         admin = admin_api.AdminClient({"bootstrap.servers": running.bootstrap_servers})
 
         def described() -> Any:
