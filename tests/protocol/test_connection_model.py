@@ -78,22 +78,20 @@ class ConnectionPair(RuleBasedStateMachine):
         events: list[Any] = end.receive_data(data)  # whole valid frames: never refused
         return events
 
-    @precondition(lambda self: self.to_server)
-    @rule(cut=st.integers(1, 200))
-    def deliver_to_server(self, cut: int) -> None:
-        data, self.to_server = self.to_server[:cut], self.to_server[cut:]
-        requests = self._deliver("server", data)
-        for request in requests or ():
-            if self.states["server"] is ConnectionState.OPEN and request.api_key == ApiKey.METADATA:
-                self.to_client += self.server.send_response(request, METADATA_RESPONSE)
-
-    @precondition(lambda self: self.to_client)
-    @rule(cut=st.integers(1, 200))
-    def deliver_to_client(self, cut: int) -> None:
-        data, self.to_client = self.to_client[:cut], self.to_client[cut:]
-        responses = self._deliver("client", data)
-        for response in responses or ():
-            assert response.request.correlation_id == self.expected.pop(0)
+    @precondition(lambda self: self.to_server or self.to_client)
+    @rule(name=st.sampled_from(["client", "server"]), cut=st.integers(1, 200))
+    def deliver(self, name: str, cut: int) -> None:
+        """Up to ``cut`` bytes of what the other end wrote; the server answers each Metadata request."""
+        wire = "to_server" if name == "server" else "to_client"
+        written = getattr(self, wire)
+        if not written:
+            return
+        setattr(self, wire, written[cut:])
+        for event in self._deliver(name, written[:cut]) or ():
+            if name == "client":
+                assert event.request.correlation_id == self.expected.pop(0)
+            elif self.states["server"] is ConnectionState.OPEN and event.api_key == ApiKey.METADATA:
+                self.to_client += self.server.send_response(event, METADATA_RESPONSE)
 
     @rule(name=st.sampled_from(["client", "server"]))
     def end_of_stream(self, name: str) -> None:
