@@ -121,7 +121,7 @@ def stored_broker_id(directories: Sequence[str]) -> int | None:
             continue
         stored = found.get("broker.id", found.get("node.id"))  # version 0's name, version 1's
         if stored is not None and stored.strip().lstrip("-").isdecimal():
-            return int(stored)
+            return int(stored.strip())  # str.strip takes more than int() does (a \x1f)
     return None
 
 

@@ -4,7 +4,7 @@ naming what was given and what is wanted, never int()'s own words."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kafkapy.capture.options import body_api_keys, port_numbers
@@ -15,6 +15,7 @@ _ITEMS = _WORDS | st.text(max_size=6) | st.integers(-2, 70_000)
 
 
 @given(st.lists(_ITEMS, max_size=3) | _ITEMS)
+@example("9092\x1f")
 def test_ports_are_ports_or_one_line_naming_the_value(ports: list[int | str] | int | str) -> None:
     try:
         found = port_numbers(ports)  # type: ignore[arg-type]  # a user's text, as Spark's option gives it
@@ -25,6 +26,7 @@ def test_ports_are_ports_or_one_line_naming_the_value(ports: list[int | str] | i
 
 
 @given(st.lists(_ITEMS, max_size=3))
+@example(["0\x1f"])  # blank to str.strip, not to int()
 def test_bodies_are_api_keys_or_one_line_naming_the_api(bodies: list[int | str]) -> None:
     try:
         keys = body_api_keys(bodies)

@@ -9,7 +9,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kafkapy.log.checkpoint import CheckpointCorrupt
@@ -19,6 +19,7 @@ from kafkapy.log.manager import (
     LogManager,
     MetaPropertiesMismatch,
     parse_partition_dir,
+    stored_broker_id,
 )
 from kafkapy.log.moves import parse_moved_dir
 from kafkapy.log.partition_metadata import (
@@ -52,7 +53,7 @@ def test_a_directory_name_is_a_partition_or_none(name: str) -> None:
 
 _LINES = st.sampled_from(["version: 0", "version: 1", "version: -1", "version: ²",
                           "topic_id: AAAAAAAAAAAAAAAAAAAAAA", "topic_id: é", "topic_id: ==", "topic_id:",
-                          "", " ", "broker.id=1", "broker.id=2",
+                          "", " ", "broker.id=1", "broker.id=2", "broker.id=1\x1f",
                           "cluster.id=c", "node.id=²", "#", "="])
 _FILE = (st.lists(_LINES | st.text(max_size=12), max_size=4).map(lambda lines: "\n".join(lines).encode())
          | st.binary(max_size=40)
@@ -67,6 +68,15 @@ def test_partition_metadata_is_an_id_none_or_corrupt(content: bytes) -> None:
             read_partition_metadata(Path(directory))
         except CheckpointCorrupt as refused:
             assert str(refused)
+
+
+@given(_FILE)
+@example(b"broker.id=7\x1f\n")  # blank to str.strip, not to int()
+def test_the_broker_id_a_meta_properties_holds_is_an_int_or_none(content: bytes) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        (Path(directory) / META_PROPERTIES).write_bytes(content)
+        found = stored_broker_id([directory])
+        assert found is None or isinstance(found, int)
 
 
 @FUZZ
