@@ -28,7 +28,7 @@ class ClientError(KafkaPyError):
 
 def parse_host_port(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdecimal() or not 0 < int(port) < 65536:
         raise ClientError(f"--bootstrap-server {text!r} is not HOST:PORT")
     return host.strip("[]"), int(port)
 

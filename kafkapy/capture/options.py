@@ -16,7 +16,7 @@ __all__ = ["body_api_keys", "port_number", "port_numbers"]
 
 def port_number(value: object) -> int:
     """A TCP port (1-65535), from an int or its digits; ValueError for anything else."""
-    number = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+    number = int(value.strip()) if isinstance(value, str) and value.strip().isdecimal() else value
     if type(number) is not int or not 0 < number < 65536:
         raise ValueError(f"{value!r} is not a TCP port (1-65535)")
     return number
@@ -44,8 +44,8 @@ def body_api_keys(bodies: Iterable[int | str] | None) -> frozenset[int] | None:
     by_name = {spec.name.lower(): key for key, spec in known.items()}
     keys: set[int] = set()
     for item in bodies:
-        if isinstance(item, str) and item.strip().lstrip("-").isdigit():
-            item = int(item)
+        if isinstance(item, str) and item.strip().lstrip("-").isdecimal():
+            item = int(item.strip())  # str.strip takes more than int() does (a \x1f)
         if isinstance(item, int) and not isinstance(item, bool):
             if item not in known:
                 raise ValueError(f"unknown API key {item} (not in kafkapy's catalogue)")

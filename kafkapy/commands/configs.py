@@ -168,7 +168,7 @@ def _broker(args: argparse.Namespace) -> str | None:
         raise _Usage("choose one broker (--entity-type brokers --entity-name ID, --entity-default, "
                      "--broker ID or --broker-defaults) and no other entity")
     name = chosen[0]
-    if name and not name.strip().lstrip("-").isdigit():
+    if name and not name.strip().lstrip("-").isdecimal():
         raise _Usage(f"the broker must be an integer id, not {name!r}")
     return name.strip()
 

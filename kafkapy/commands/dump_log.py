@@ -419,7 +419,7 @@ def _read(path: Path) -> bytes:
 
 def _base_offset(path: Path) -> int:
     stem = path.name.split(".")[0]
-    if not stem.isdigit():
+    if not stem.isdecimal():
         raise _FileError(f"{path}: not named by its base offset (20 digits, as Kafka names segment files)")
     return int(stem)
 

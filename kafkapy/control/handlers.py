@@ -85,7 +85,7 @@ class ControlApi:
 
     def member(self, text: str) -> tuple[int, ControlMember]:
         brokers = self.target.brokers
-        if not text.isdigit() or int(text) >= len(brokers):
+        if not text.isdecimal() or int(text) >= len(brokers):
             raise ControlError(f"no broker index {text!r}: this cluster has brokers 0-{len(brokers) - 1}",
                                HTTPStatus.NOT_FOUND)
         return int(text), brokers[int(text)]
@@ -129,7 +129,7 @@ async def add_fault(api: ControlApi, call: Call) -> Reply:
 
 def _fault(api: ControlApi, call: Call) -> ControlFault:
     text = call.params["id"]
-    fault = api.faults.get(int(text)) if text.isdigit() else None
+    fault = api.faults.get(int(text)) if text.isdecimal() else None
     if fault is None:
         raise ControlError(f"no fault rule {text!r} (GET /faults lists them)", HTTPStatus.NOT_FOUND)
     return fault
@@ -406,7 +406,7 @@ async def move_group_coordinator(api: ControlApi, call: Call) -> Reply:
 
 async def move_leader(api: ControlApi, call: Call) -> Reply:
     text = call.params["partition"]
-    if not text.isdigit() or len(text) > 10:
+    if not text.isdecimal() or len(text) > 10:
         raise ControlError(f"partition: expected a partition number, not {text!r}")
     to = _broker_id(call)
     try:
@@ -443,7 +443,7 @@ async def list_outages(api: ControlApi, call: Call) -> Reply:
 
 async def remove_outage(api: ControlApi, call: Call) -> Reply:
     text = call.params["id"]
-    outage = api.outages.pop(int(text), None) if text.isdigit() else None
+    outage = api.outages.pop(int(text), None) if text.isdecimal() else None
     if outage is None:
         raise ControlError(f"no coordinator outage {text!r} (GET /coordinators/unavailable lists them)",
                            HTTPStatus.NOT_FOUND)

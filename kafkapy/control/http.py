@@ -174,7 +174,7 @@ class HttpServer:
 
 async def _read_sized(reader: asyncio.StreamReader, headers: Mapping[str, str]) -> bytes:
     length_text = headers.get("content-length", "0")
-    if not length_text.isdigit():
+    if not (length_text.isascii() and length_text.isdigit()):  # RFC 9110 8.6: 1*DIGIT
         raise _BadRequest(HTTPStatus.BAD_REQUEST, f"Content-Length {length_text!r} is not a number")
     length = int(length_text)
     if length > MAX_BODY_BYTES:

@@ -103,8 +103,9 @@ def configured_log_dirs(log_dirs: Sequence[str] | None, log_dir: str | None) -> 
 
 
 def read_meta_properties(path: Path) -> dict[str, str]:
-    """The ``key=value`` lines of a meta.properties file (comments skipped)."""
-    return dict(line.split("=", 1) for line in path.read_text().splitlines()
+    """The ``key=value`` lines of a meta.properties file (comments skipped), its bytes read as
+    Java's Properties.load reads them (ISO 8859-1): every file is text, as it is to Kafka."""
+    return dict(line.split("=", 1) for line in path.read_text(encoding="latin-1").splitlines()
                 if "=" in line and not line.startswith("#"))
 
 
@@ -119,8 +120,8 @@ def stored_broker_id(directories: Sequence[str]) -> int | None:
         except (OSError, UnicodeDecodeError):
             continue
         stored = found.get("broker.id", found.get("node.id"))  # version 0's name, version 1's
-        if stored is not None and stored.strip().lstrip("-").isdigit():
-            return int(stored)
+        if stored is not None and stored.strip().lstrip("-").isdecimal():
+            return int(stored.strip())  # str.strip takes more than int() does (a \x1f)
     return None
 
 
@@ -187,7 +188,7 @@ def first_dirty_offset(log: SegmentedLog, checkpointed: int) -> int:
 def parse_partition_dir(name: str) -> TopicPartition | None:
     """``<topic>-<partition>``; Kafka's ``-delete``/``-future``/``-stray`` directories are not partitions."""
     topic, _, partition = name.rpartition("-")
-    if not topic or not partition.isdigit():
+    if not topic or not partition.isdecimal():
         return None
     return topic, int(partition)
 

@@ -89,7 +89,7 @@ def parse_moved_dir(name: str) -> tuple[str, int, str] | None:
         if name.endswith(suffix):
             stem, dot, tag = name[: -len(suffix)].rpartition(".")
             topic, dash, partition = stem.rpartition("-")
-            if dot and dash and topic and partition.isdigit() and tag.isalnum():
+            if dot and dash and topic and partition.isdecimal() and tag.isalnum():
                 return topic, int(partition), suffix
     return None
 
@@ -236,7 +236,7 @@ _SETTLED_SUFFIXES = (".index", ".timeindex", ".txnindex", ".snapshot")
 
 def _settled(path: Path, active_base: int) -> bool:
     """Named by an offset below the active segment's base: unchanged since (short of a rewrite)."""
-    return path.suffix in _SETTLED_SUFFIXES and path.stem.isdigit() and int(path.stem) < active_base
+    return path.suffix in _SETTLED_SUFFIXES and path.stem.isdecimal() and int(path.stem) < active_base
 
 
 def copy_small_files(source: Path, future: FutureLog, active_base: int, *, final: bool) -> set[str]:

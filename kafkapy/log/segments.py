@@ -267,7 +267,7 @@ def _offset_in_name(name: str) -> int | None:
     """The offset a file of a partition directory is named by (the digits before its first dot,
     as Kafka's LogFileUtils.offsetFromFile reads it); None for the others."""
     prefix = name.partition(".")[0]
-    return int(prefix) if prefix.isdigit() else None
+    return int(prefix) if prefix.isdecimal() else None
 
 
 def _next_offset_of(path: Path) -> int | None:
@@ -378,7 +378,7 @@ class FileLog(SegmentedLog):
         self._load(recovery_point, log_start_offset, clean_shutdown)
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
-        bases = sorted(int(path.stem) for path in self.directory.glob("*.log") if path.stem.isdigit())
+        bases = sorted(int(path.stem) for path in self.directory.glob("*.log") if path.stem.isdecimal())
         now = self.clock()
         segments: list[Segment] = []
         epochs_read = list(self.epochs.entries)
@@ -462,7 +462,7 @@ class FileLog(SegmentedLog):
     # -- producer-state snapshots ---------------------------------------------------------------
 
     def _snapshot_offsets(self) -> list[int]:
-        return sorted(int(path.stem) for path in self.directory.glob("*.snapshot") if path.stem.isdigit())
+        return sorted(int(path.stem) for path in self.directory.glob("*.snapshot") if path.stem.isdecimal())
 
     def write_snapshot(self, offset: int, data: bytes) -> None:
         """Written whole under a temporary name and renamed. With a background writer the fsyncs

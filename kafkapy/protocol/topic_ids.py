@@ -129,7 +129,7 @@ def add_topic_names(text: str, names: Mapping[str, str]) -> tuple[str, list[str]
             pieces.append(text[done:stop + 1])
             pieces.append(f',"{TOPIC_NAME_KEY}":{encode_basestring(name)}')
             done = stop + 1
-        at = text.find(_ID_KEY, stop)
+        at = text.find(_ID_KEY, start)  # from start: an id shorter than a UUID ends before stop
     if not pieces:
         return text, found
     pieces.append(text[done:])

@@ -244,7 +244,7 @@ INERT_KEYS: tuple[ConfigKey, ...] = tuple(
 def _feature_caps_problem(items: list[str]) -> str | None:
     for item in items:
         name, sep, level = item.rpartition(":")
-        if not sep or not name or not level.strip().lstrip("-").isdigit():
+        if not sep or not name or not level.strip().lstrip("-").isdecimal():
             return f"{item!r} is not feature:level"
     return None
 

@@ -117,4 +117,6 @@ def _ssl_secrets(variables: Mapping[str, str], secrets: Path) -> dict[str, str]:
             exported[target] = path.read_text(encoding="utf-8").rstrip("\n")
         except OSError as exc:
             raise ConfigError(f"{variable}: cannot read {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:  # a password kafkapy would pass on mangled: refused, not guessed at
+            raise ConfigError(f"{variable}: cannot read {path}: not UTF-8 text") from None
     return exported

@@ -208,6 +208,18 @@ def _blocks(pem: str) -> list[tuple[str, str]]:
     return [(label.strip(), body) for label, body in _BLOCK.findall(pem)]
 
 
+def _base64_problem(bodies: list[str]) -> str | None:
+    """Why one of the blocks' bodies is not base64, as Kafka's PemParser (Java's Base64 decoder)
+    refuses it; None when all are. Checked before OpenSSL sees them: a character outside base64
+    that is not ASCII is one Python's ssl cannot even pass on."""
+    for body in bodies:
+        data = re.sub(r"\s+", "", body).rstrip("=")
+        bad = next((ch for ch in data if not (ch.isascii() and (ch.isalnum() or ch in "+/"))), None)
+        if bad is not None:
+            return f"Illegal base64 character {ord(bad):x}"
+    return None
+
+
 def _pem_block(label: str, body: str) -> str:
     """A block OpenSSL reads: a value written on one line (a .properties file's continued lines) has
     its base64 joined by spaces, which Kafka's parser skips and OpenSSL's does not."""
@@ -234,6 +246,9 @@ def _load_pem_key_store(context: ssl.SSLContext, chain: str, key: str, key_passw
     certificates = [body for label, body in _blocks(chain) if label == "CERTIFICATE"]
     if not certificates:
         raise _refused(head, f"{failure}: {_NO_CERTIFICATE}")
+    problem = _base64_problem([body, *certificates])
+    if problem is not None:
+        raise _refused(head, f"{failure}: {problem}")
     pem = "".join(_pem_block("CERTIFICATE", cert) for cert in certificates) + _pem_block(label, body)
     _load_chain(context, pem, key_password, head, failure)
 
@@ -263,6 +278,9 @@ def _load_pem_trust_store(context: ssl.SSLContext, pem: str, head: str, failure:
     certificates = [body for label, body in _blocks(pem) if label == "CERTIFICATE"]
     if not certificates:
         raise _refused(head, opening + _NO_CERTIFICATE)
+    problem = _base64_problem(certificates)
+    if problem is not None:
+        raise _refused(head, f"{opening or 'Invalid PEM truststore configs: '}{problem}")
     try:
         context.load_verify_locations(cadata="".join(_pem_block("CERTIFICATE", cert)
                                                      for cert in certificates))

@@ -303,8 +303,10 @@ def test_describing_every_broker_stops_at_the_first_refusal(broker: Broker) -> N
 _VALUES = ["0", "-1", "1", "2", "-2", "99999999999999999999", "nan", "inf", "1e400", "x", "", ",", "=",
            "a=b", "orders", "orders:0", "orders:x", "orders:0-", "127.0.0.1:1", "g", "User:a", "Read", "all",
            "earliest", "latest", "P1D", "PT-1H", "2024-01-01T00:00:00", "s@5", "-", "[", "{}", "1.5",
-           "\udcff", "k\udcfe=v"]  # a command line's bytes that are not UTF-8, as Python holds them
-_FILES = {"bad.json": b"{bad", "00000000000000000000.log": b"\x00\x01garbage", "stdin.txt": b"k:v\nnext\n"}
+           "\udcff", "k\udcfe=v",  # a command line's bytes that are not UTF-8, as Python holds them
+           "²", "127.0.0.1:²", "orders:²"]  # a digit to str.isdigit, not to int()
+_FILES = {"bad.json": b"{bad", "00000000000000000000.log": b"\x00\x01garbage", "stdin.txt": b"k:v\nnext\n",
+          "².log": b""}
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -368,6 +370,8 @@ def test_any_command_line_gets_a_status_and_a_line_never_a_traceback(tmp_path: P
     @example(["get-offsets", "--bootstrap-server", "127.0.0.1:1", "--timeout", "-1"])
     @example(["broker-metadata", "--bootstrap-server", "127.0.0.1:1", "--node-id", "99999999999999999999"])
     @example(["get-offsets", "--partitions", "\x1e"])  # a line break to str.splitlines
+    @example(["topics", "--bootstrap-server", "127.0.0.1:²", "--list"])
+    @example(["dump-log", "--files", "².log"])
     def run(argv: list[str]) -> None:
         with open(tmp_path / "stdin.txt") as stdin:
             saved, sys.stdin = sys.stdin, stdin

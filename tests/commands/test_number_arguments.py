@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkapy.cli import main
+from kafkapy.client import ClientError, parse_bootstrap
 from kafkapy.commands._numbers import java_int, java_long, java_short
 
 BOOTSTRAP = ("--bootstrap-server", "127.0.0.1:1")  # never reached: the arguments are refused first
@@ -44,3 +45,27 @@ def test_any_text_is_a_number_of_the_type_or_refused(text: str) -> None:
         except argparse.ArgumentTypeError:
             continue
         assert -(1 << (bits - 1)) <= value < 1 << (bits - 1) and value == int(text)
+
+
+@given(st.lists(st.sampled_from(["127.0.0.1", "[::1]", "h", "", ":", ","]) | st.text(max_size=4), max_size=3)
+       .map("".join).flatmap(lambda host: st.tuples(st.just(host), st.sampled_from(
+           ["9092", "0", "65536", "²", "٣", "x", "", "-1"]) | st.text(max_size=4))))
+def test_a_bootstrap_server_is_addresses_or_one_line_naming_it(host_and_port: tuple[str, str]) -> None:
+    """HOST:PORT as Kafka's tools take it; a port in digits int() cannot read (a superscript two,
+    a digit to str.isdigit) is refused by the same line as any other, not by int()'s ValueError."""
+    text = ":".join(host_and_port)
+    try:
+        addresses = parse_bootstrap(text)
+    except ClientError as refused:
+        assert str(refused).startswith("--bootstrap-server ") and str(refused).endswith(" is not HOST:PORT")
+    else:
+        assert addresses and all(0 < port < 65536 for _, port in addresses)
+
+
+@pytest.mark.parametrize("name", ["x", "²", "1.5"])
+def test_a_broker_entity_that_is_no_id_is_a_usage_error(name: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before anything connects (the bootstrap server is nobody), in its words."""
+    code = main(["configs", *BOOTSTRAP, "--entity-type", "brokers", "--entity-name", name, "--describe"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"the broker must be an integer id, not {name!r}" in err, (code, err)

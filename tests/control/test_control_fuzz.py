@@ -9,6 +9,7 @@ Kafka's INT32) is honoured, not refused, and would take the broker that long."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kafkapy.control.faults_json import ACTION_TYPES, RULE_FIELDS
+from kafkapy.control.handlers import ROUTES
 from kafkapy.embedded import Broker
 
 from .conftest import HISTORY, ControlClient
@@ -156,11 +158,11 @@ def test_bodies_that_are_not_json_are_400(control: ControlClient, body: bytes) -
                                       "cluster", "brokers", "0", "9", "stop", "start", "history", "%2F", "",
                                       "clock", "advance", "partitions", "leader", "coordinators",
                                       "unavailable", "groups", "members", "expire", "offsets",
-                                      "coordinator", "transactions"]),
+                                      "coordinator", "transactions", "%C2%B2", "%D9%A3"]),
                      max_size=4).map(lambda parts: "/" + "/".join(parts)),
        query=st.dictionaries(st.sampled_from(["partition", "from_offset", "encoding", "limit", "since",
                                               "broker", "connection"]),
-                             st.text("0123456789-.xabase64utf", max_size=6), max_size=3))
+                             st.text("0123456789-.xabase64utf²٣", max_size=6), max_size=3))
 def test_any_route_or_query_is_answered_without_a_5xx(control: ControlClient, method: str, path: str,
                                                        query: dict[str, str]) -> None:
     from urllib.parse import urlencode
@@ -179,7 +181,8 @@ def test_any_route_or_query_is_answered_without_a_5xx(control: ControlClient, me
     st.lists(st.sampled_from([b"Content-Length: 5", b"Content-Length: -1", b"Content-Length: x",
                               b"Transfer-Encoding: chunked", b"Transfer-Encoding: gzip", b"Connection: close",
                               b"no colon", b" X: y",
-                              b"Content-Length: 99999999999"]), max_size=3).map(b"\r\n".join)))
+                              b"Content-Length: 99999999999", b"Content-Length: \xb2"]),
+                     max_size=3).map(b"\r\n".join)))
 def test_raw_bytes_get_a_4xx_or_a_closed_connection_and_the_server_goes_on(control: ControlClient,
                                                                            head: bytes) -> None:
     with socket.create_connection((control.host, control.port), timeout=10) as sock:
@@ -192,4 +195,24 @@ def test_raw_bytes_get_a_4xx_or_a_closed_connection_and_the_server_goes_on(contr
         status = int(response[:3])
         # 501: a transfer coding it does not know, as RFC 9112 6.1 asks; no other 5xx
         assert status < 500 or status == 501, received
+    assert control.call("GET", "/health")[0] == 200
+
+
+# Every route whose path names something ({id}, {index}, {partition}...), but a broker's stop.
+TEMPLATED = sorted((r.method, r.path) for r in ROUTES if "{" in r.path and not r.path.endswith("/stop"))
+# A path's name: numbers (in other scripts' digits too: int() reads some, str.isdigit passes more), and text.
+SEGMENTS = st.sampled_from(["0", "1", "-1", "²", "٣", "¼", "9" * 12, "x", "%", " "]) | \
+    st.text(st.characters(blacklist_characters="/?#"), min_size=1, max_size=6)
+
+
+@FUZZ
+@given(route=st.sampled_from(TEMPLATED), names=st.lists(SEGMENTS, min_size=2, max_size=2))
+def test_any_name_in_a_routes_path_is_answered_without_a_5xx(control: ControlClient, route: tuple[str, str],
+                                                             names: list[str]) -> None:
+    from urllib.parse import quote
+
+    method, template = route
+    values = iter(names * 2)
+    path = re.sub(r"\{[a-z_]+\}", lambda _: quote(next(values), safe=""), template)
+    answered(control, method, path, b"{}" if method == "POST" else None)
     assert control.call("GET", "/health")[0] == 200

@@ -61,6 +61,9 @@ def raw_exchange(control: ControlClient, data: bytes) -> bytes:
     (b"GET /health HTTP/2\r\n\r\n", 400, "not an HTTP/1.x request line"),
     (b"GET /health HTTP/1.1\r\nno colon\r\n\r\n", 400, "not a header line"),
     (b"GET /health HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400, "Content-Length '-1' is not a number"),
+    # a superscript two in Latin-1: a digit to str.isdigit, not to int() nor to RFC 9110's DIGIT
+    (b"POST /faults HTTP/1.1\r\nContent-Length: \xb2\r\n\r\n", 400,
+     "Content-Length '\u00b2' is not a number"),
     (b"GET /heal", 400, "the request head ended early"),
 ])
 def test_unreadable_requests_are_answered_and_closed(controlled: tuple[Broker, ControlClient], data: bytes,
