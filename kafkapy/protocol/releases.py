@@ -137,6 +137,6 @@ def kafka_release(version: str) -> KafkaRelease:
     did) or "4.0.0"; a ValueError naming the known ones otherwise."""
     parts = version.strip().split(".")
     release = KAFKA_RELEASES.get(".".join(parts[:2]))
-    if release is None or len(parts) > 3 or not all(part.isdigit() for part in parts):
+    if release is None or len(parts) > 3 or not all(part.isdecimal() for part in parts):
         raise ValueError(f"unknown Kafka release {version!r}; kafkapy knows {', '.join(KAFKA_RELEASES)}")
     return release

@@ -259,7 +259,7 @@ class PartitionStatesReader(WatchedReader):
                 root = f"{TOPICS}/{topic}/partitions"
                 seen_lists.add(root)
                 for child in self._children(root, watching) or ():  # absent until a first state
-                    if not child.isdigit():
+                    if not child.isdecimal():
                         continue
                     path = f"{root}/{child}/state"
                     seen_states.add(path)
@@ -314,10 +314,10 @@ class PartitionStatesReader(WatchedReader):
             before = set(self.lists.get(root) or ())
             after = set(self._children(root, True) or ())
             for child in sorted(after - before):
-                if child.isdigit():
+                if child.isdecimal():
                     read_state(topic, child)
             for child in before - after:
-                if child.isdigit():
+                if child.isdecimal():
                     drop_state(topic, child)
 
         if TOPICS in self.dirty:
@@ -327,7 +327,7 @@ class PartitionStatesReader(WatchedReader):
                 list_topic(topic)
             for topic in before - after:
                 for child in self.lists.pop(f"{TOPICS}/{topic}/partitions", None) or ():
-                    if child.isdigit():
+                    if child.isdecimal():
                         drop_state(topic, child)
         topics = set(self.lists.get(TOPICS) or ())
         prefix = f"{TOPICS}/"

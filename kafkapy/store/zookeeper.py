@@ -502,7 +502,7 @@ class ZooKeeperStore:
 
     def _decode_broker(self, path: str, data: bytes) -> BrokerRegistration:
         child = path.rpartition("/")[2]
-        if not child.lstrip("-").isdigit():
+        if not child.lstrip("-").isdecimal():
             raise CorruptMetadata(self._full(path), "not a broker id")
         return decode_broker(int(child), self._json(path, data), self._full(path))
 
@@ -576,7 +576,7 @@ class ZooKeeperStore:
                     continue
         result: dict[int, frozenset[tuple[str, int]]] = {}
         for child, path, data in raw:
-            if not child.isdigit():
+            if not child.isdecimal():
                 continue
             found = self._readable(path, data, self._decode_offline_replicas)
             if found:
@@ -684,7 +684,7 @@ class ZooKeeperStore:
         result = []
         for child in children:
             suffix = child[len(prefix):]
-            if child.startswith(prefix) and suffix.isdigit():
+            if child.startswith(prefix) and suffix.isdecimal():
                 result.append((int(suffix), child))
         return sorted(result)
 
@@ -1118,7 +1118,7 @@ class ZooKeeperStore:
             for topic in self._children(root):
                 for partition in self._children(f"{root}/{topic}"):
                     path = f"{root}/{topic}/{partition}"
-                    if not partition.isdigit():
+                    if not partition.isdecimal():
                         self._skip(path, b"", CorruptMetadata(self._full(path), "not a partition number"))
                         continue
                     with contextlib.suppress(NoNodeError):
