@@ -173,11 +173,14 @@ class Workload:
             _ok(answer.topics[0].error_code, f"CreateTopics {name}")
         self._send(key, (count, tuple(sorted(configs.items()))), create)
 
-    def _partitions(self, client: SimpleClient) -> None:
+    def _some_topic(self) -> str | None:
+        """The key of a topic the broker holds, at random (None: it holds none)."""
         topics = sorted(k for k in self.state if k.startswith("topic:"))
-        if not topics:
+        return self.rng.choice(topics) if topics else None
+
+    def _partitions(self, client: SimpleClient) -> None:
+        if (key := self._some_topic()) is None:
             return
-        key = self.rng.choice(topics)
         count, configs = self.state[key]
 
         def grow() -> None:
@@ -188,10 +191,8 @@ class Workload:
         self._send(key, (count + 1, configs), grow)
 
     def _topic_config(self, client: SimpleClient) -> None:
-        topics = sorted(k for k in self.state if k.startswith("topic:"))
-        if not topics:
+        if (key := self._some_topic()) is None:
             return
-        key = self.rng.choice(topics)
         count, configs = self.state[key]
         name = self.rng.choice(sorted(TOPIC_KEYS))
         value = None if self.rng.random() < 0.3 else self.rng.choice(TOPIC_KEYS[name])
