@@ -105,6 +105,7 @@ class Workload:
         self.operations = 0
         self.kills_in_snapshot = 0  # kills while a snapshot's .tmp file was being written
         self.torn_cuts = 0  # starts that cut a torn journal entry
+        self.kills_in_start = 0  # kills of a broker still starting
         self.lock = threading.Lock()
 
     # --- the client thread -----------------------------------------------------------------------
@@ -440,13 +441,19 @@ def test_a_kill_at_any_moment_loses_nothing_acknowledged(tmp_path: Path) -> None
     work = Workload(random.Random(seed))
     epochs: dict[tuple[str, int], int] = {}
     for run_id in range(rounds):
+        if run_id % 3 == 2:  # a start killed too: during its log loading, replay, or first snapshot
+            served = Serve(tmp_path, *SETTINGS)
+            time.sleep(work.rng.uniform(0.0, 1.0))
+            served.kill()
+            work.kills_in_start += 1
         one_round(work, tmp_path, run_id, epochs, during_snapshot=run_id % 2 == 1)
     served = Serve(tmp_path, *SETTINGS)
     try:
         check_and_adopt(work, served.bootstrap(), epochs)
     finally:
         served.kill()
-    print(f"crash soak: seed {seed}, {rounds} kills, {work.operations} operations, "
+    print(f"crash soak: seed {seed}, {rounds + work.kills_in_start} kills ({work.kills_in_start} while "
+          f"starting), {work.operations} operations, "
           f"{len(work.produced)} records acknowledged, {work.kills_in_snapshot} kills during a snapshot, "
           f"{work.torn_cuts} torn entries cut")
 
