@@ -460,18 +460,21 @@ def test_a_kill_at_any_moment_loses_nothing_acknowledged(tmp_path: Path) -> None
 
 def test_a_kill_during_adoption_is_finished_by_the_next_start(tmp_path: Path) -> None:
     """Log dirs an older kafkapy wrote (partition logs with their topic ids, no metadata files)
-    are adopted topic by topic; a broker killed after the first is adopted adopts the rest at its
-    next start."""
+    are adopted topic by topic; a broker killed in the middle, three times (after the first topic
+    it adopts, then after a few more), adopts the rest at its next start."""
     ids = {f"old-{index:03d}": uuid.uuid4() for index in range(ADOPTED_TOPICS)}
     write_logs(tmp_path, 1, {(topic, 0): topic_id for topic, topic_id in ids.items()})
-    served = Serve(tmp_path, "broker.id=1", *SETTINGS)
-    try:
-        assert served.wait_for("Adopted topic old-"), "".join(served.stderr)
-    finally:
-        served.kill()
-    time.sleep(0.2)  # the reader thread's last lines
-    assert not any("topics adopted from log dirs" in line for line in served.stderr), \
-        "the kill came after the adoption: nothing was left to finish"
+    rng = random.Random(int(os.environ.get("CRASH_SEED", "25")))
+    for adopted in (1, rng.randint(2, 20), rng.randint(2, 20)):
+        served = Serve(tmp_path, "broker.id=1", *SETTINGS)
+        try:
+            for _ in range(adopted):
+                assert served.wait_for("Adopted topic old-"), "".join(served.stderr)
+        finally:
+            served.kill()
+        time.sleep(0.2)  # the reader thread's last lines
+        assert not any("topics adopted from log dirs" in line for line in served.stderr), \
+            "the kill came after the adoption: nothing was left to finish"
     served = Serve(tmp_path, "broker.id=1", *SETTINGS)
     try:
         with SimpleClient(served.bootstrap(), timeout=TIMEOUT_S) as client:
@@ -479,3 +482,4 @@ def test_a_kill_during_adoption_is_finished_by_the_next_start(tmp_path: Path) ->
     finally:
         served.kill()
     assert {t.name: t.topic_id for t in metadata.topics if t.name.startswith("old-")} == ids
+    assert not list(tmp_path.glob("*-stray"))  # no log of theirs was taken for a stray
