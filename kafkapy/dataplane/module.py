@@ -22,7 +22,7 @@ from kafkapy.dataplane.fetch import FETCH_CONFIG_KEYS, FETCH_VERSIONS, FetchHand
 from kafkapy.dataplane.log_dirs import ALTER_REPLICA_LOG_DIRS_VERSIONS, DESCRIBE_LOG_DIRS_VERSIONS, LogDirs
 from kafkapy.dataplane.maintenance import LONG_MAX, MAINTENANCE_CONFIG_KEYS, LogMaintenance
 from kafkapy.dataplane.markers import WRITE_TXN_MARKERS_VERSIONS, MarkerWriter
-from kafkapy.dataplane.partitions import LogHome, Partitions, memory_home
+from kafkapy.dataplane.partitions import LogHome, Partitions, memory_home, topic_partitions
 from kafkapy.dataplane.produce import ProduceHandler
 from kafkapy.dataplane.produce_frame import ProduceFromFrame
 from kafkapy.dataplane.producer_ids import ProducerIds, half_named_producer
@@ -62,6 +62,7 @@ from kafkapy.server.services import (
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker
 from kafkapy.store.base import StoreError
+from kafkapy.store.durable import DurableStore
 from kafkapy.validators import AtLeast
 
 __all__ = ["TRANSACTIONAL_PRODUCERS", "DataPlaneModule", "TopicCreation", "TransactionalProducers"]
@@ -224,11 +225,21 @@ class DataPlaneModule(Module):
             try:
                 # Topic ids outlive the broker only in such a store; in memory a topic made again on
                 # restart has a new one, which its logs on disk then take.
-                logs = await asyncio.to_thread(LogManager, self.log_dirs, broker_id=services.broker_id,
-                                               cluster_id=services.cluster.cluster_id if lasting else None,
-                                               default_config=self.default_log_config, clock=wall_ms,
-                                               lasting_topic_ids=kept)
+                # Kept on disk without ZooKeeper (Kafka's KRaft mode), a partition log whose topic id
+                # the metadata does not hold is a stray (a deleted topic's: a topic's logs are
+                # dropped lazily) and is set aside, else a topic made again under its name would
+                # find it and be refused. On ZooKeeper Kafka refuses such a log (no stray check).
+                held = await asyncio.to_thread(topic_partitions, services.store) \
+                    if isinstance(services.store, DurableStore) else None
+                logs = await asyncio.to_thread(
+                    LogManager, self.log_dirs, broker_id=services.broker_id,
+                    cluster_id=services.cluster.cluster_id if lasting else None,
+                    default_config=self.default_log_config, clock=wall_ms, lasting_topic_ids=kept,
+                    is_stray=None if held is None else
+                    lambda topic, partition, topic_id: (topic_id, partition) not in held)
                 home = LogHome(logs, producer_id_expiration_ms=expiration)
+                if held is not None:  # each log left is of a topic the metadata holds
+                    home.remember_topic_ids()
                 await asyncio.to_thread(home.recover_producer_states)
             except (ValueError, OSError) as exc:  # MetaPropertiesMismatch is a ValueError
                 raise ConfigError(f"log.dirs {','.join(self.log_dirs)}: {exc}") from None

@@ -51,13 +51,14 @@ from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.protocol.records import RecordBatch
 from kafkapy.server.services import INITIAL_LEADER_EPOCH
+from kafkapy.store.base import TopicStore
 
 UNDEFINED_LEADER_EPOCH = -1  # a request's current_leader_epoch when the client knows none
 
 if TYPE_CHECKING:
     from kafkapy.server.services import ClusterView
 
-__all__ = ["INITIAL_LEADER_EPOCH", "LogHome", "Partitions", "memory_home"]
+__all__ = ["INITIAL_LEADER_EPOCH", "LogHome", "Partitions", "memory_home", "topic_partitions"]
 
 _log = logging.getLogger(__name__)
 
@@ -99,6 +100,16 @@ class LogHome:
             log.producers_source = state.last_records
             self.producers[key] = state
         return state
+
+    def remember_topic_ids(self) -> None:
+        """Each loaded log's topic id as the one its topic's logs were made for, once the strays
+        are set aside (each log left is of a topic the metadata holds): a topic deleted and made
+        again after a restart then drops the logs it finds from before, as within one run. Not in
+        memory, where logs take the new id a restarted store gives, nor on ZooKeeper, where a log
+        of another id is refused, not dropped."""
+        for (topic, _), log in self.logs.logs.items():
+            if log.topic_id is not None:
+                self.topic_ids.setdefault(topic, log.topic_id)
 
     def recover_producer_states(self) -> None:
         """Build every log's producer table now, as Kafka does when it loads a log: a log read from
@@ -151,6 +162,12 @@ def _batches_from(log: SegmentedLog, offset: int) -> Iterator[RecordBatch]:
             batch = segment.batch(i)
             if batch.last_offset >= offset:
                 yield batch
+
+
+def topic_partitions(store: TopicStore) -> frozenset[tuple[uuid.UUID, int]]:
+    """Each (topic id, partition) ``store`` holds: what a partition log on disk must be one of, else
+    it is a stray (LogManager's ``is_stray``)."""
+    return frozenset((info.topic_id, p) for info in store.topics().values() for p in info.partitions)
 
 
 # One home per MemoryStore object: the brokers of an in-process cluster share it (and its logs).

@@ -61,8 +61,9 @@ from kafkapy.log.moves import (
     finish_copy,
     future_dir_name,
     parse_moved_dir,
+    stray_dir_name,
 )
-from kafkapy.log.partition_metadata import InconsistentTopicId
+from kafkapy.log.partition_metadata import InconsistentTopicId, kafka_uuid, read_partition_metadata
 from kafkapy.log.segmented import SegmentedLog, now_ms
 from kafkapy.log.segments import FileLog
 from kafkapy.log.topic_config import LogConfig
@@ -205,9 +206,14 @@ class LogManager:
         default_config: LogConfig | None = None,
         clock: Callable[[], int] = now_ms,
         lasting_topic_ids: bool = True,
+        is_stray: Callable[[str, int, uuid.UUID], bool] | None = None,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs or ()]
         self.lasting_topic_ids = lasting_topic_ids
+        # Whether a partition directory holding a topic id is a stray (Kafka's
+        # isStrayKraftReplica: its topic id and partition are not in the cluster's metadata, as a
+        # deleted topic's log the broker had not removed yet): set aside at load, never opened.
+        self.is_stray = is_stray
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.default_config = default_config or LogConfig()
@@ -326,6 +332,8 @@ class LogManager:
             key = parse_partition_dir(child.name) if child.is_dir() else None
             if key is None:
                 continue
+            if self._set_aside_if_stray(directory, child, key):
+                continue
             if key in self.logs:
                 # Kafka's refusal too: a broker stopped between the two renames of a move's swap
                 # leaves two current copies, and which to keep is the operator's choice.
@@ -344,6 +352,26 @@ class LogManager:
             if key in cleaned:
                 self.logs[key].cleaned_to = first_dirty_offset(self.logs[key], cleaned[key])
         return futures
+
+    def _set_aside_if_stray(self, directory: Path, child: Path, key: TopicPartition) -> bool:
+        """Rename a stray partition directory ``-stray`` as Kafka's log loading does (kept, not
+        deleted, for the operator to look at); answers whether it was one. A log without a topic
+        id is not judged here (a log dir an older kafkapy wrote: it takes its topic's id), nor one
+        whose partition.metadata cannot be read (the loading says why)."""
+        if self.is_stray is None:
+            return False
+        try:
+            topic_id = read_partition_metadata(child)
+        except (CheckpointCorrupt, OSError):
+            return False
+        if topic_id is None or not self.is_stray(key[0], key[1], topic_id):
+            return False
+        stray = directory / stray_dir_name(*key)
+        os.replace(child, stray)
+        fsync_directory(directory)
+        _log.warning("Log in %s marked stray and renamed to %s: topic id %s has no partition %d in the "
+                     "cluster's metadata", child.absolute(), stray.absolute(), kafka_uuid(topic_id), key[1])
+        return True
 
     def _adopt_future(self, key: TopicPartition, directory: Path, path: Path) -> None:
         """A future directory found at open: its move resumes, or with no current log it becomes

@@ -50,6 +50,7 @@ from kafkapy.log.segments import FileLog
 __all__ = [
     "DELETE_SUFFIX",
     "FUTURE_SUFFIX",
+    "STRAY_SUFFIX",
     "CopyPlan",
     "FutureLog",
     "copy_pass",
@@ -58,10 +59,12 @@ __all__ = [
     "finish_copy",
     "future_dir_name",
     "parse_moved_dir",
+    "stray_dir_name",
 ]
 
 FUTURE_SUFFIX = "-future"  # Kafka's UnifiedLog.FutureDirSuffix
 DELETE_SUFFIX = "-delete"  # Kafka's UnifiedLog.DeleteDirSuffix
+STRAY_SUFFIX = "-stray"  # Kafka's UnifiedLog.StrayDirSuffix
 _CHUNK = 1 << 20  # bytes a copy moves between checks of its stop flag
 
 
@@ -76,6 +79,10 @@ def future_dir_name(topic: str, partition: int) -> str:
 
 def delete_dir_name(topic: str, partition: int) -> str:
     return _moved_dir_name(topic, partition, DELETE_SUFFIX)
+
+
+def stray_dir_name(topic: str, partition: int) -> str:
+    return _moved_dir_name(topic, partition, STRAY_SUFFIX)
 
 
 def future_dir_name_length(topic: str, partition: int) -> int:

@@ -410,7 +410,7 @@ class BrokerRuntime:
         before any module starts (kafkapy.server.adoption). A dir of another broker or cluster
         fails the start before anything is made, in the data plane's words."""
         store = self.store
-        if not (isinstance(store, DurableStore) and store.started_empty):
+        if not (isinstance(store, DurableStore) and store.adopts):
             return
         log_dirs = self.log_dirs_to_adopt
         if log_dirs is None:
@@ -418,11 +418,13 @@ class BrokerRuntime:
                 return
             log_dirs = {self.broker_id: configured_log_dirs(self.config.get("log.dirs"),
                                                             self.config.get("log.dir"))}
+        store.begin_adoption()
         try:
             adopt_log_dirs(store, log_dirs, store.cluster_id(), self.internal_topics)
         except MetaPropertiesMismatch as exc:
             dirs = ",".join(d for broker_dirs in log_dirs.values() for d in broker_dirs)
             raise ConfigError(f"log.dirs {dirs}: {exc}") from None
+        store.end_adoption()
 
     async def _bind(self, spec: ListenerSpec) -> BoundListener:
         context = ssl_context(self.config, spec.name, spec.security_protocol) if spec.uses_tls else None

@@ -17,9 +17,10 @@ epochs never go back), the generated broker id sequence and seed 001's persisten
 not: broker registrations, the controller and coordinator elections and the offline replicas,
 ephemeral as in a ZooKeeper session.
 
-``started_empty`` says whether ``start()`` read no change at all (a first start): the runtime then
-adopts the topics of log dirs an older kafkapy wrote (kafkapy.server.adoption); the store itself
-reads no partition directory.
+``adopts`` says whether the runtime is to adopt the topics of log dirs an older kafkapy wrote
+(kafkapy.server.adoption; the store itself reads no partition directory): ``start()`` read no
+change at all (a first start), or an adoption begun (``begin_adoption``) was never ended, as the
+broker was killed between two of its topics: the next start then makes the topics still missing.
 
 Handles made by ``peer()`` share the state and the journal, as MemoryStore's do; the files are
 released (their lock too) when the last handle closes.
@@ -31,6 +32,7 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+from kafkapy.log.checkpoint import fsync_directory
 from kafkapy.store.base import StoreError
 from kafkapy.store.changes import (
     AclsWritten,
@@ -50,7 +52,10 @@ from kafkapy.store.changes import (
 from kafkapy.store.journal import DEFAULT_SNAPSHOT_BYTES, NEVER, MetadataJournal
 from kafkapy.store.memory import MemoryStore, _Cluster, apply_change
 
-__all__ = ["DurableStore", "state_changes"]
+__all__ = ["ADOPTING_FILE", "DurableStore", "state_changes"]
+
+# Present while log dirs are being adopted (begin_adoption to end_adoption).
+ADOPTING_FILE = "kafkapy-metadata.adopting"
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +114,11 @@ class DurableStore(MemoryStore):
         self._wanted_cluster_id = cluster_id
         self._journal = MetadataJournal(self.directory, snapshot_bytes, flush_messages=flush_messages,
                                         flush_ms=flush_ms)
-        # start() read no change: the directory had no metadata files (or only those a start wrote
-        # before storing anything), so log dirs beside it may be an older kafkapy's to adopt.
-        self.started_empty = False
+        # start() read no change (the directory had no metadata files, or only those a start wrote
+        # before storing anything), or an adoption was left unfinished: log dirs beside it may be
+        # an older kafkapy's to adopt.
+        self.adopts = False
+        self._adopting_marker = self.directory / ADOPTING_FILE
 
     def start(self) -> None:
         """Read the directory (once): the state as it was left."""
@@ -127,12 +134,29 @@ class DurableStore(MemoryStore):
                 raise StoreError(f"cluster.id {self._wanted_cluster_id!r} does not match {cluster_id!r} "
                                  f"stored in {self.directory}")
             c.cluster_id = cluster_id
-            self.started_empty = not changes
+            self.adopts = not changes or self._adopting_marker.exists()
             for change in changes:
                 apply_change(c, change)
             c.sink = _JournalSink(self._journal, c)
         log.info("metadata of cluster %s in %s: %d topics, %d changes read", cluster_id, self.directory,
                  len(c.topics), len(changes))
+
+    def begin_adoption(self) -> None:
+        """Before the first topic is adopted: a marker file, on disk before any of the topics, so a
+        start after a kill in the middle adopts again (the topics already made are kept)."""
+        try:
+            self._adopting_marker.touch()
+            fsync_directory(self.directory)  # an empty file: its directory entry is all there is
+        except OSError as exc:
+            raise StoreError(f"metadata.log.dir {self.directory}: {exc}") from None
+
+    def end_adoption(self) -> None:
+        """Every topic adopted: the marker goes, so a later start does not look again."""
+        try:
+            self._adopting_marker.unlink(missing_ok=True)
+            fsync_directory(self.directory)
+        except OSError as exc:  # the next start adopts again, which makes nothing twice
+            log.warning("metadata.log.dir %s: %s", self.directory, exc)
 
     def _check_open(self) -> None:
         super()._check_open()

@@ -58,13 +58,14 @@ ALICE_READS = AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL,
 class Serve:
     """`kafkapy serve` over ``log_dir``, its stderr read on a thread."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, *overrides: str) -> None:
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "PYTHONPATH": path}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafkapy.cli", "serve",
              "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={log_dir}",
-             "--override", "authorizer.class.name=acl", "--override", "super.users=User:ANONYMOUS"],
+             "--override", "authorizer.class.name=acl", "--override", "super.users=User:ANONYMOUS",
+             *(arg for override in overrides for arg in ("--override", override))],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         self.stderr: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -92,6 +93,20 @@ class Serve:
             if (found := LISTENING.search(line)) is not None:
                 ports.append(found.group(1))
         return f"127.0.0.1:{ports[0]}"
+
+    def wait_for(self, pattern: str) -> bool:
+        """Whether a stderr line matching ``pattern`` comes before the process ends or the timeout."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                return False
+            if line is None:
+                return False
+            if re.search(pattern, line):
+                return True
+        return False
 
     def stop(self, sig: signal.Signals) -> int:
         self.proc.send_signal(sig)
