@@ -16,6 +16,11 @@ broker's loop, at the shortest of the periods (so no other polling loop exists);
 only when its own period has passed by the services' clock, which a virtual clock may replace.
 So after a crash the checkpoints on disk are at most one period old, as Kafka's.
 
+A deleted topic's logs (renamed ``-delete`` at once by the LogManager) are removed
+``file.delete.delay.ms`` after, by a timer of their own set for the oldest one due (Kafka's
+kafka-delete-logs task, which reschedules itself for the head of its queue); the removal itself
+runs on the log manager's background writer, never on the loop.
+
 Compaction picks a log, as Kafka's cleaner does, when its dirty ratio (the bytes a cleaning could
 reach past the last clean, over those plus the clean bytes) is above ``min.cleanable.dirty.ratio``,
 or when ``max.compaction.lag.ms`` says a dirty segment waited too long and there is something to
@@ -108,6 +113,7 @@ class LogMaintenance:
         self._producers = producers  # each partition's producer table (the LogHome's)
         self.producer_expiration_check_ms = producer_expiration_check_ms
         self._timer: asyncio.TimerHandle | None = None
+        self._deletion_timer: asyncio.TimerHandle | None = None  # schedule_deletions'
         # The periodic passes: (period in ms, what runs); Kafka's scheduled tasks, one row each.
         self._passes: list[tuple[int, Callable[[], object]]] = [
             (retention_check_interval_ms, self._retention_pass),
@@ -317,6 +323,27 @@ class LogMaintenance:
             self._timer.cancel()
             self._schedule(self._loop)
 
+    def remove_deleted_logs(self) -> None:
+        """Remove the deleted logs whose file.delete.delay.ms has passed, then wait for the next."""
+        self._deletion_timer = None
+        with self._lock:
+            self._logs().remove_deleted()
+        self.schedule_deletions()
+
+    def schedule_deletions(self) -> None:
+        """Set the deletion timer for the oldest queued ``-delete`` directory (on the loop: at
+        start, for those found at load, and by the LogManager when it queues one)."""
+        if self._loop is None or self._stopping:
+            return
+        if self._deletion_timer is not None:
+            self._deletion_timer.cancel()
+            self._deletion_timer = None
+        logs = self._logs()
+        due_ms = logs.next_deletion_ms()
+        if due_ms is not None:
+            delay_s = max(due_ms - logs.clock(), 0) / 1000
+            self._deletion_timer = self._loop.call_later(delay_s, self.remove_deleted_logs)
+
     # -- the timer ----------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -330,6 +357,9 @@ class LogMaintenance:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._deletion_timer is not None:
+            self._deletion_timer.cancel()
+            self._deletion_timer = None
         self._stopping = True  # a cleaning under way stops at its next segment, its result dropped
         if self._cleaner is not None:
             self._cleaner.shutdown(wait=False, cancel_futures=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -61,7 +62,7 @@ from kafkapy.server.services import (
 )
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker
-from kafkapy.store.base import StoreError
+from kafkapy.store.base import StoreError, TopicInfo, Watch
 from kafkapy.store.durable import DurableStore
 from kafkapy.validators import AtLeast
 
@@ -189,6 +190,8 @@ class DataPlaneModule(Module):
         self._topic_configs: TopicConfigs | None = None
         self._maintenance: LogMaintenance | None = None
         self._unwatch_configs: Callable[[], None] | None = None
+        self._topics_watch: Watch | None = None
+        self._topic_ids_seen: dict[str, uuid.UUID] | None = None  # _topics_changed's last view
         config = services.config
         # Kafka's defaults under the broker's log.* settings: what a topic without overrides gets
         # when no configs module answers for it.
@@ -291,6 +294,16 @@ class DataPlaneModule(Module):
             if partitions.logs.offline_partitions:  # dirs that failed at start
                 self._publish_offline()
         self._maintenance.start(services.loop)
+        if self._owns_logs:
+            partitions.logs.on_deletion_queued = self._maintenance.schedule_deletions
+            self._maintenance.schedule_deletions()  # the -delete directories found at load
+            # Kafka's broker deletes a deleted topic's logs as soon as it learns of the deletion
+            # (renamed -delete now, removed file.delete.delay.ms later), not when the name is next
+            # used: a long-running broker whose users delete topics would keep their files.
+            loop = services.loop
+            self._topics_watch = await asyncio.to_thread(
+                services.store.watch_topics,
+                lambda topics: _call_soon(loop, functools.partial(self._topics_changed, topics)))
         configs = services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
         if isinstance(configs, WatchedTopicConfigs):
             # A log keeps the LogConfig it was made with unless told: segment.bytes/ms, retention
@@ -385,7 +398,22 @@ class DataPlaneModule(Module):
                 return
             _log.info("published %d offline replicas for the controller", len(offline))
 
+    def _topics_changed(self, topics: Mapping[str, TopicInfo]) -> None:
+        """The store's topics changed (on the loop): each topic seen before and now gone, or
+        under a new id, was deleted, and its logs are dropped. The first view only records: a log
+        of a topic not in it is no deletion this broker saw (the stray check at load is for those)."""
+        seen = {name: info.topic_id for name, info in topics.items()}
+        before, self._topic_ids_seen = self._topic_ids_seen, seen
+        if before is None or self._partitions is None:
+            return
+        for topic, topic_id in before.items():
+            if seen.get(topic) != topic_id and self._partitions.home.drop_deleted_topic(topic, topic_id):
+                _log.info("the logs of deleted topic %s (id %s) are scheduled for deletion", topic, topic_id)
+
     async def stop(self) -> None:
+        if self._topics_watch is not None:
+            self._topics_watch.cancel()
+            self._topics_watch = None
         if self._publishing is not None:
             self._publishing.cancel()
         if self._maintenance is not None:

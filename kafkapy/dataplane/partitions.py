@@ -145,6 +145,17 @@ class LogHome:
         for key in keys:
             self.producers.pop(key, None)
 
+    def drop_deleted_topic(self, topic: str, topic_id: uuid.UUID) -> bool:
+        """The topic ``topic_id`` named ``topic`` was deleted: its logs go (Kafka's broker deletes
+        a deleted topic's replicas when the metadata tells it), unless a log under the name holds
+        another id (a topic made again since, already in use). Answers whether any were dropped."""
+        with self.lock:
+            held = [log.topic_id for (name, _), log in self.logs.logs.items() if name == topic]
+            if not held or any(held_id not in (None, topic_id) for held_id in held):
+                return False
+            self.forget_topic(topic)
+            return True
+
     def forget_topic(self, topic: str) -> None:
         self.logs.delete_topic(topic)
         for key in [k for k in self.producers if k[0] == topic]:

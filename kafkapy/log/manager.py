@@ -20,8 +20,14 @@ With no ``log.dirs`` every partition gets a :class:`MemoryLog`. With
 A partition moves to another log dir (AlterReplicaLogDirs) through a future directory
 (moves.py): :meth:`LogManager.start_move` makes it, the data plane copies into it, and
 :meth:`LogManager.swap` puts it in place. Found at open, a ``-delete`` directory (a move's
-leftover) is deleted and a ``-future`` one resumed, or, with no current log beside it, made
-the current log (Kafka's recoverAbandonedFutureLogs).
+leftover, or a deleted topic's) is queued for deletion and a ``-future`` one resumed, or, with no
+current log beside it, made the current log (Kafka's recoverAbandonedFutureLogs).
+
+A deleted partition's log (its topic deleted) is closed and its directory renamed
+``<topic>-<partition>.<uuid>-delete`` at once, so the name is free for a topic made again, and
+queued: :meth:`LogManager.remove_deleted` removes each queued directory ``file.delete.delay.ms``
+(the broker's ``log.segment.delete.delay.ms``, Kafka's default 60 s) after it was queued, by this
+manager's clock, off the caller's thread (Kafka's addLogToBeDeleted and its kafka-delete-logs task).
 
 A log dir fails on its own (KIP-112, Kafka's LogDirFailureChannel): an I/O error while it is
 opened (it cannot be made or read, a file in it cannot be read, a checkpoint in it is corrupt)
@@ -45,6 +51,7 @@ import os
 import shutil
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -243,6 +250,12 @@ class LogManager:
         # fsyncs of rolled segments and snapshots, and the periodic checkpoints, off the loop
         # (kafkapy.log.background); in memory there is nothing to write.
         self.background = BackgroundWriter(on_failure=self.report_failure) if self.log_dirs else None
+        # Kafka's logsToBeDeleted: (a -delete directory, when it was queued by ``clock``), oldest
+        # first; each goes file.delete.delay.ms after it was queued (remove_deleted).
+        self.to_delete: deque[tuple[Path, int]] = deque()
+        # Told (on the thread that queued it) when a directory joins ``to_delete``, so the owner
+        # can set its timer (the data plane's LogMaintenance).
+        self.on_deletion_queued: Callable[[], None] | None = None
         found_futures: list[tuple[TopicPartition, Path, Path]] = []
         unusable: list[Path] = []  # dirs that could not even be made or read (Kafka's validation)
         causes: list[str] = []  # why each failed dir failed, for the one line when all did
@@ -324,8 +337,8 @@ class LogManager:
             moved = parse_moved_dir(child.name) if child.is_dir() else None
             if moved is not None:
                 topic, partition, suffix = moved
-                if suffix == DELETE_SUFFIX:  # a finished move's old copy: Kafka deletes it at load
-                    shutil.rmtree(child, ignore_errors=True)
+                if suffix == DELETE_SUFFIX:  # a move's old copy or a deleted topic's log: Kafka
+                    self.to_delete.append((child, self.clock()))  # queues it at load, as here
                 else:
                     futures.append(((topic, partition), directory, child))
                 continue
@@ -633,6 +646,8 @@ class LogManager:
             self._write_checkpoint(name, value, include, dirs=list(dirs))
 
     def delete_partition(self, topic: str, partition: int) -> bool:
+        """Drop the partition's log (Kafka's asyncDelete): on disk its directory is renamed
+        ``-delete`` now and queued for :meth:`remove_deleted`; answers whether there was a log."""
         self.cancel_move(topic, partition)
         self.preferred_dirs.pop((topic, partition), None)
         log = self.logs.pop((topic, partition), None)
@@ -644,10 +659,43 @@ class LogManager:
             del self._partitions_of[topic]
         self._dir_of.pop((topic, partition), None)
         if isinstance(log, FileLog):
-            log.delete()
+            doomed = log.directory.with_name(delete_dir_name(topic, partition))
+            if log.delete(doomed):
+                self.to_delete.append((doomed, self.clock()))
+                _log.info("Log for partition %s-%d is renamed to %s and is scheduled for deletion",
+                          topic, partition, doomed.absolute())
+                if self.on_deletion_queued is not None:
+                    self.on_deletion_queued()
         else:
             log.truncate_fully_and_start_at(0)
         return True
+
+    @property
+    def delete_delay_ms(self) -> int:
+        """Kafka's currentDefaultConfig.fileDeleteDelayMs: the broker's log.segment.delete.delay.ms
+        (a topic's own file.delete.delay.ms does not apply to its deleted logs, in Kafka too)."""
+        return self.default_config.file_delete_delay_ms
+
+    def next_deletion_ms(self) -> int | None:
+        """When (by ``clock``) the oldest queued ``-delete`` directory is due; None with none."""
+        return self.to_delete[0][1] + self.delete_delay_ms if self.to_delete else None
+
+    def remove_deleted(self, now_ms: int | None = None) -> list[Path]:
+        """Remove the queued ``-delete`` directories whose file.delete.delay.ms has passed (Kafka's
+        deleteLogs), on the background writer when there is one (a gigabyte of segments takes a
+        few hundred milliseconds to unlink); answers them."""
+        now = self.clock() if now_ms is None else now_ms
+        due = []
+        while self.to_delete and self.to_delete[0][1] + self.delete_delay_ms <= now:
+            due.append(self.to_delete.popleft()[0])
+        for doomed in due:
+            remove = functools.partial(shutil.rmtree, doomed, ignore_errors=True)
+            if self.background is None:
+                remove()
+            else:
+                self.background.submit(f"removing {doomed}", remove, doomed)
+            _log.info("Deleted log in %s", doomed.absolute())
+        return due
 
     def topics(self) -> list[str]:
         """The topics with a log here, sorted."""

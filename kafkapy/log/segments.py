@@ -37,7 +37,6 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-import shutil
 import struct
 import threading
 import uuid
@@ -535,20 +534,18 @@ class FileLog(SegmentedLog):
             except OSError as exc:  # the descriptor is what failed: closed or not, it is let go
                 _log.debug("closing a segment of %s: %s", self, exc)
 
-    def delete(self) -> None:
-        """Remove the partition directory (its topic was deleted). With a background writer it is
-        renamed ``<topic>-<partition>.<uuid>-delete`` here, as Kafka renames a deleted log's
-        directory, and removed there: a gigabyte of segments takes a few hundred milliseconds to
-        unlink. A broker stopped before that finds the ``-delete`` directory at start and removes it."""
+    def delete(self, doomed: Path) -> bool:
+        """Close the log (its topic was deleted) and rename its directory to ``doomed`` (a
+        ``-delete`` name), as Kafka renames a deleted log's directory at once: the partition's name
+        is then free, and the LogManager removes the directory later. Answers whether there was a
+        directory to rename."""
+        self.closed = True
         for segment in self.segments:
             segment.close()
-        background = self.background
-        if background is None:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            return
-        doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")
         try:
             os.replace(self.directory, doomed)
         except FileNotFoundError:
-            return
-        background.submit(f"removing {doomed}", lambda: shutil.rmtree(doomed, ignore_errors=True), doomed)
+            return False
+        fsync_directory(doomed.parent)
+        self.directory = doomed
+        return True

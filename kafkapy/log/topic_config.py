@@ -130,7 +130,7 @@ TOPIC_CONFIGS: tuple[TopicConfigKey, ...] = (
          _ZSTD_LEVEL, BrokerKey("compression.zstd.level", "int", 3, check=_ZSTD_LEVEL)),
     _key("delete.retention.ms", "long", _DAY_MS, "how long tombstones survive compaction", AtLeast(0),
          BrokerKey("log.cleaner.delete.retention.ms", "long", _DAY_MS, check=AtLeast(0))),
-    _key("file.delete.delay.ms", "long", 60_000, "delay before a deleted segment's files go",
+    _key("file.delete.delay.ms", "long", 60_000, "delay before a deleted topic's log directories go",
          AtLeast(0), BrokerKey("log.segment.delete.delay.ms", "long", 60_000, check=AtLeast(0))),
     _key("flush.messages", "long", LONG_MAX, "fsync after this many messages", AtLeast(1),
          BrokerKey("log.flush.interval.messages", "long", LONG_MAX, check=AtLeast(1))),

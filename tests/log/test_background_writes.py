@@ -191,20 +191,28 @@ def test_a_deleted_partition_dir_is_renamed_delete_and_removed_in_the_background
     assert doomed.name.startswith("t-0.") and (doomed / "00000000000000000000.log").exists()
     again = logs.get_or_create("t", 0)  # the topic made again meanwhile: a new, empty log
     assert again.log_end_offset == 0
+    assert logs.remove_deleted() == []  # file.delete.delay.ms (60 s) has not passed
+    assert logs.remove_deleted(logs.clock() + logs.delete_delay_ms) == [doomed]
+    assert doomed.exists()  # removed by the background writer, held here
     gate.release()
     assert logs.background is not None
     logs.background.drain()
     assert not doomed.exists() and (tmp_path / "t-0").is_dir()
 
 
-def test_a_delete_dir_left_by_a_stop_is_removed_when_the_log_dir_opens(tmp_path: Path) -> None:
+def test_a_delete_dir_left_by_a_stop_is_queued_when_the_log_dir_opens(tmp_path: Path) -> None:
+    """As Kafka's loadLogs queues it: removed file.delete.delay.ms after the open."""
     logs = LogManager([tmp_path], broker_id=1, default_config=SMALL_SEGMENTS)
     roll_once(logs.get_or_create("t", 0))
-    gate = Gate(logs)  # held: the removal does not run, as if the broker had stopped first
-    logs.delete_topic("t")
+    gate = Gate(logs)
+    logs.delete_topic("t")  # and the broker stops within the delay
     [doomed] = [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
     reopened = LogManager([tmp_path], broker_id=1)
-    assert not doomed.exists() and reopened.get("t", 0) is None
+    assert reopened.get("t", 0) is None and [path for path, _ in reopened.to_delete] == [doomed]
+    assert reopened.remove_deleted(reopened.clock() + reopened.delete_delay_ms) == [doomed]
+    assert reopened.background is not None
+    reopened.background.drain()
+    assert not doomed.exists()
     reopened.close()
     gate.release()
     logs.close()
