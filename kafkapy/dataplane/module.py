@@ -60,9 +60,10 @@ from kafkapy.server.services import (
     BrokerServices,
     PartitionLogs,
 )
+from kafkapy.server.topic_deletions import TopicDeletions
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker
-from kafkapy.store.base import StoreError, TopicInfo, Watch
+from kafkapy.store.base import StoreError
 from kafkapy.store.durable import DurableStore
 from kafkapy.validators import AtLeast
 
@@ -190,8 +191,7 @@ class DataPlaneModule(Module):
         self._topic_configs: TopicConfigs | None = None
         self._maintenance: LogMaintenance | None = None
         self._unwatch_configs: Callable[[], None] | None = None
-        self._topics_watch: Watch | None = None
-        self._topic_ids_seen: dict[str, uuid.UUID] | None = None  # _topics_changed's last view
+        self._topic_deletions: TopicDeletions | None = None
         config = services.config
         # Kafka's defaults under the broker's log.* settings: what a topic without overrides gets
         # when no configs module answers for it.
@@ -300,10 +300,8 @@ class DataPlaneModule(Module):
             # Kafka's broker deletes a deleted topic's logs as soon as it learns of the deletion
             # (renamed -delete now, removed file.delete.delay.ms later), not when the name is next
             # used: a long-running broker whose users delete topics would keep their files.
-            loop = services.loop
-            self._topics_watch = await asyncio.to_thread(
-                services.store.watch_topics,
-                lambda topics: _call_soon(loop, functools.partial(self._topics_changed, topics)))
+            self._topic_deletions = TopicDeletions(services.cluster, self._drop_deleted_topics)
+            self._topic_deletions.start(services.loop)
         configs = services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
         if isinstance(configs, WatchedTopicConfigs):
             # A log keeps the LogConfig it was made with unless told: segment.bytes/ms, retention
@@ -398,22 +396,20 @@ class DataPlaneModule(Module):
                 return
             _log.info("published %d offline replicas for the controller", len(offline))
 
-    def _topics_changed(self, topics: Mapping[str, TopicInfo]) -> None:
-        """The store's topics changed (on the loop): each topic seen before and now gone, or
-        under a new id, was deleted, and its logs are dropped. The first view only records: a log
-        of a topic not in it is no deletion this broker saw (the stray check at load is for those)."""
-        seen = {name: info.topic_id for name, info in topics.items()}
-        before, self._topic_ids_seen = self._topic_ids_seen, seen
-        if before is None or self._partitions is None:
+    def _drop_deleted_topics(self, deleted: Mapping[str, uuid.UUID]) -> None:
+        """Topics the cluster view lost (gone, or back under a new id), each with the id it had:
+        their logs are dropped. Topics deleted while this broker was down are the stray check's at
+        load."""
+        if self._partitions is None:
             return
-        for topic, topic_id in before.items():
-            if seen.get(topic) != topic_id and self._partitions.home.drop_deleted_topic(topic, topic_id):
+        for topic, topic_id in deleted.items():
+            if self._partitions.home.drop_deleted_topic(topic, topic_id):
                 _log.info("the logs of deleted topic %s (id %s) are scheduled for deletion", topic, topic_id)
 
     async def stop(self) -> None:
-        if self._topics_watch is not None:
-            self._topics_watch.cancel()
-            self._topics_watch = None
+        if self._topic_deletions is not None:
+            self._topic_deletions.stop()
+            self._topic_deletions = None
         if self._publishing is not None:
             self._publishing.cancel()
         if self._maintenance is not None:

@@ -232,7 +232,8 @@ class GroupsModule(Module):
             OFFSETS_TOPIC, self._still_led, self._install, services.log)
         self.elections = CoordinatorElections(services.cluster, OFFSETS_TOPIC, self._led_epoch,
                                               self._on_election, self._unload)
-        self.topic_deletions = TopicDeletions(services.cluster, self._on_topics_deleted)
+        self.topic_deletions = TopicDeletions(services.cluster,
+                                              lambda gone: self._on_topics_deleted(frozenset(gone)))
         self._tasks: set[asyncio.Task[Any]] = set()
         self._offsets_topic = InternalTopic(services, OFFSETS_TOPIC, lambda: (
             config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"],

@@ -16,6 +16,7 @@ one queued however many changes come first, as ``CoordinatorElections`` does.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Mapping
 
 from kafkapy.server.services import ClusterView
@@ -27,9 +28,10 @@ __all__ = ["TopicDeletions"]
 
 
 class TopicDeletions:
-    """Calls ``deleted(names)`` on the loop with the topics the view lost since the last call."""
+    """Calls ``deleted(topics)`` on the loop with the topics the view lost since the last call, each
+    name with the id it had (a log keeps it: the data plane drops only the logs of that id)."""
 
-    def __init__(self, cluster: ClusterView, deleted: Callable[[frozenset[str]], None]) -> None:
+    def __init__(self, cluster: ClusterView, deleted: Callable[[Mapping[str, uuid.UUID]], None]) -> None:
         self.cluster = cluster
         self.deleted = deleted
         self._seen: Mapping[str, TopicInfo] = PersistentMap()  # the topics the last look read
@@ -64,7 +66,7 @@ class TopicDeletions:
         if self._loop is None or topics is seen:
             return
         self._seen = topics
-        gone = frozenset(name for name in changed_keys(seen, topics) if name in seen
-                         and (name not in topics or topics[name].topic_id != seen[name].topic_id))
+        gone = {name: seen[name].topic_id for name in changed_keys(seen, topics) if name in seen
+                and (name not in topics or topics[name].topic_id != seen[name].topic_id)}
         if gone:
             self.deleted(gone)
